@@ -1,0 +1,392 @@
+#include "runtime/runtime.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "runtime/compile_options.h"
+#include "runtime/pjrt_abi.h"
+
+namespace tpu::runtime {
+
+namespace {
+
+std::mutex g_mutex;
+std::vector<PluginCandidate> g_candidates;
+Client* g_client = nullptr;
+std::string g_failure;
+
+template <typename T>
+T make_args() {
+  T args;
+  std::memset(&args, 0, sizeof args);
+  args.struct_size = sizeof args;
+  return args;
+}
+
+PJRT_Buffer_Type to_pjrt(DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return PJRT_Buffer_Type_PRED;
+    case DType::I8: return PJRT_Buffer_Type_S8;
+    case DType::I16: return PJRT_Buffer_Type_S16;
+    case DType::I32: return PJRT_Buffer_Type_S32;
+    case DType::I64: return PJRT_Buffer_Type_S64;
+    case DType::U8: return PJRT_Buffer_Type_U8;
+    case DType::U16: return PJRT_Buffer_Type_U16;
+    case DType::U32: return PJRT_Buffer_Type_U32;
+    case DType::U64: return PJRT_Buffer_Type_U64;
+    case DType::F16: return PJRT_Buffer_Type_F16;
+    case DType::BF16: return PJRT_Buffer_Type_BF16;
+    case DType::F32: return PJRT_Buffer_Type_F32;
+    case DType::F64: return PJRT_Buffer_Type_F64;
+    case DType::C64: return PJRT_Buffer_Type_C64;
+    case DType::C128: return PJRT_Buffer_Type_C128;
+  }
+  return PJRT_Buffer_Type_INVALID;
+}
+
+const char* kInstallHint =
+    "No PJRT plugin could be loaded for the 'tpu' device. Install one: `pip install xla-cpu-pjrt` "
+    "(XLA's CPU plugin, runs anywhere), `pip install libtpu` on a Cloud TPU, or "
+    "`pip install jax-cuda12-pjrt` on an NVIDIA GPU; or point TORCH_TPU_PJRT_PLUGIN at a plugin's "
+    ".so file.";
+
+PJRT_NamedValue int_option(const char* name, int64_t value) {
+  PJRT_NamedValue v;
+  std::memset(&v, 0, sizeof v);
+  v.struct_size = sizeof v;
+  v.name = name;
+  v.name_size = std::strlen(name);
+  v.type = PJRT_NamedValue_kInt64;
+  v.int64_value = value;
+  v.value_size = 1;
+  return v;
+}
+
+PJRT_NamedValue bool_option(const char* name, bool value) {
+  PJRT_NamedValue v;
+  std::memset(&v, 0, sizeof v);
+  v.struct_size = sizeof v;
+  v.name = name;
+  v.name_size = std::strlen(name);
+  v.type = PJRT_NamedValue_kBool;
+  v.bool_value = value;
+  v.value_size = 1;
+  return v;
+}
+
+bool looks_like_cpu(const PluginCandidate& c) {
+  return c.kind == "cpu" || (c.kind == "override" && c.path.find("cpu") != std::string::npos);
+}
+bool looks_like_cuda(const PluginCandidate& c) {
+  return c.kind == "cuda" || (c.kind == "override" && (c.path.find("cuda") != std::string::npos ||
+                                                       c.path.find("gpu") != std::string::npos));
+}
+
+}  // namespace
+
+void set_plugin_candidates(std::vector<PluginCandidate> candidates) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_candidates = std::move(candidates);
+}
+
+void Client::check(PJRT_Error* error, const char* what) const {
+  if (!error) return;
+  auto message_args = make_args<PJRT_Error_Message_Args>();
+  message_args.error = error;
+  api_->PJRT_Error_Message(&message_args);
+  std::string message(message_args.message, message_args.message_size);
+  auto code_args = make_args<PJRT_Error_GetCode_Args>();
+  code_args.error = error;
+  int code = 2;
+  if (!api_->PJRT_Error_GetCode(&code_args)) code = code_args.code;
+  auto destroy_args = make_args<PJRT_Error_Destroy_Args>();
+  destroy_args.error = error;
+  api_->PJRT_Error_Destroy(&destroy_args);
+  throw PjrtError(std::string(what) + " failed: " + message, code);
+}
+
+Client& Client::get() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_client) return *g_client;
+  if (!g_failure.empty()) throw NoPluginError(g_failure);
+  auto* client = new Client();
+  try {
+    client->load();
+  } catch (const std::exception& e) {
+    delete client;
+    g_failure = e.what();
+    throw NoPluginError(g_failure);
+  }
+  // Never destroyed: buffers owned by Python objects may outlive static destructors at exit.
+  g_client = client;
+  return *g_client;
+}
+
+bool Client::available() {
+  try {
+    get();
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+std::string Client::unavailable_reason() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_failure;
+}
+
+void Client::load() {
+  if (g_candidates.empty()) throw NoPluginError(kInstallHint);
+  std::string tried;
+  for (const auto& candidate : g_candidates) {
+    void* handle = dlopen(candidate.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      tried += "\n  " + candidate.path + ": " + dlerror();
+      if (candidate.kind == "override") break;  // an explicit choice must not silently fall through
+      continue;
+    }
+    auto get_api = reinterpret_cast<GetPjrtApiFn>(dlsym(handle, "GetPjrtApi"));
+    if (!get_api) {
+      tried += "\n  " + candidate.path + ": no GetPjrtApi symbol (not a PJRT plugin)";
+      if (candidate.kind == "override") break;
+      continue;
+    }
+    const PJRT_Api* api = get_api();
+    int major = api->pjrt_api_version.major_version;
+    int minor = api->pjrt_api_version.minor_version;
+    if (major != kPjrtMajor || minor < kMinPjrtMinor ||
+        api->struct_size < offsetof(PJRT_Api, PJRT_Buffer_ReadyEvent) + sizeof(void*)) {
+      tried += "\n  " + candidate.path + ": PJRT C API " + std::to_string(major) + "." +
+               std::to_string(minor) + " is not supported (need " + std::to_string(kPjrtMajor) +
+               "." + std::to_string(kMinPjrtMinor) + " or a newer 0.x)";
+      if (candidate.kind == "override") break;
+      continue;
+    }
+    api_ = api;
+    plugin_path_ = candidate.path;
+    if (api_->PJRT_Plugin_Initialize) {
+      auto init = make_args<PJRT_Plugin_Initialize_Args>();
+      check(api_->PJRT_Plugin_Initialize(&init), "PJRT_Plugin_Initialize");
+    }
+    std::vector<PJRT_NamedValue> options;
+    if (looks_like_cpu(candidate)) {
+      const char* env = std::getenv("TORCH_TPU_CPU_DEVICES");
+      int64_t count = env ? std::atoll(env) : 2;
+      options.push_back(int_option("cpu_device_count", count > 0 ? count : 2));
+    } else if (looks_like_cuda(candidate)) {
+      // Allocate on demand, as PyTorch's caching allocator does, instead of claiming most of the GPU.
+      options.push_back(bool_option("preallocate", false));
+    }
+    auto create = make_args<PJRT_Client_Create_Args>();
+    create.create_options = options.data();
+    create.num_options = options.size();
+    check(api_->PJRT_Client_Create(&create), "PJRT_Client_Create");
+    client_ = create.client;
+
+    auto name = make_args<PJRT_Client_PlatformName_Args>();
+    name.client = client_;
+    check(api_->PJRT_Client_PlatformName(&name), "PJRT_Client_PlatformName");
+    platform_.assign(name.platform_name, name.platform_name_size);
+    auto version = make_args<PJRT_Client_PlatformVersion_Args>();
+    version.client = client_;
+    check(api_->PJRT_Client_PlatformVersion(&version), "PJRT_Client_PlatformVersion");
+    platform_version_.assign(version.platform_version, version.platform_version_size);
+
+    auto devices = make_args<PJRT_Client_AddressableDevices_Args>();
+    devices.client = client_;
+    check(api_->PJRT_Client_AddressableDevices(&devices), "PJRT_Client_AddressableDevices");
+    devices_.assign(devices.addressable_devices,
+                    devices.addressable_devices + devices.num_addressable_devices);
+    if (devices_.empty()) throw NoPluginError(candidate.path + ": the plugin reports no devices");
+    compile_options_ = encode_compile_options(CompileOptions{});
+    return;
+  }
+  throw NoPluginError(std::string(kInstallHint) + "\nTried:" + tried);
+}
+
+int Client::api_major() const { return api_->pjrt_api_version.major_version; }
+int Client::api_minor() const { return api_->pjrt_api_version.minor_version; }
+
+std::string Client::device_kind(int device) const {
+  auto desc = make_args<PJRT_Device_GetDescription_Args>();
+  desc.device = devices_.at(device);
+  check(api_->PJRT_Device_GetDescription(&desc), "PJRT_Device_GetDescription");
+  auto kind = make_args<PJRT_DeviceDescription_Kind_Args>();
+  kind.device_description = desc.device_description;
+  check(api_->PJRT_DeviceDescription_Kind(&kind), "PJRT_DeviceDescription_Kind");
+  return std::string(kind.device_kind, kind.device_kind_size);
+}
+
+Buffer::~Buffer() {
+  if (!raw_ || !g_client) return;
+  auto args = make_args<PJRT_Buffer_Destroy_Args>();
+  args.buffer = raw_;
+  PJRT_Error* error = g_client->api()->PJRT_Buffer_Destroy(&args);
+  if (error) {
+    auto destroy = make_args<PJRT_Error_Destroy_Args>();
+    destroy.error = error;
+    g_client->api()->PJRT_Error_Destroy(&destroy);
+  }
+}
+
+Executable::~Executable() {
+  if (!raw_ || !g_client) return;
+  auto args = make_args<PJRT_LoadedExecutable_Destroy_Args>();
+  args.executable = raw_;
+  PJRT_Error* error = g_client->api()->PJRT_LoadedExecutable_Destroy(&args);
+  if (error) {
+    auto destroy = make_args<PJRT_Error_Destroy_Args>();
+    destroy.error = error;
+    g_client->api()->PJRT_Error_Destroy(&destroy);
+  }
+}
+
+std::string Executable::serialize() const {
+  const PJRT_Api* api = g_client->api();
+  auto get = make_args<PJRT_LoadedExecutable_GetExecutable_Args>();
+  get.loaded_executable = raw_;
+  g_client->check(api->PJRT_LoadedExecutable_GetExecutable(&get), "GetExecutable");
+  auto ser = make_args<PJRT_Executable_Serialize_Args>();
+  ser.executable = get.executable;
+  std::string bytes;
+  PJRT_Error* error = api->PJRT_Executable_Serialize(&ser);
+  if (!error) {
+    bytes.assign(ser.serialized_bytes, ser.serialized_bytes_size);
+    if (ser.serialized_executable_deleter) ser.serialized_executable_deleter(ser.serialized_executable);
+  }
+  auto destroy = make_args<PJRT_Executable_Destroy_Args>();
+  destroy.executable = get.executable;
+  api->PJRT_Executable_Destroy(&destroy);
+  if (error) {
+    try {
+      g_client->check(error, "PJRT_Executable_Serialize");
+    } catch (const PjrtError&) {
+      return "";
+    }
+  }
+  return bytes;
+}
+
+BufferPtr Client::from_host(const void* data, const TensorType& type, int device) {
+  auto args = make_args<PJRT_Client_BufferFromHostBuffer_Args>();
+  args.client = client_;
+  args.data = data;
+  args.type = to_pjrt(type.dtype);
+  args.dims = type.dims.data();
+  args.num_dims = type.dims.size();
+  args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
+  args.device = devices_.at(device);
+  check(api_->PJRT_Client_BufferFromHostBuffer(&args), "host-to-device transfer");
+  if (args.done_with_host_buffer) release(args.done_with_host_buffer);
+  return std::make_shared<Buffer>(args.buffer, device, type);
+}
+
+void Client::to_host(const Buffer& buffer, void* dst) {
+  auto args = make_args<PJRT_Buffer_ToHostBuffer_Args>();
+  args.src = buffer.raw();
+  args.dst = dst;
+  args.dst_size = static_cast<size_t>(buffer.nbytes());
+  check(api_->PJRT_Buffer_ToHostBuffer(&args), "device-to-host transfer");
+  if (args.event) wait(args.event);
+}
+
+BufferPtr Client::copy_to_device(const Buffer& buffer, int device) {
+  auto args = make_args<PJRT_Buffer_CopyToDevice_Args>();
+  args.buffer = buffer.raw();
+  args.dst_device = devices_.at(device);
+  check(api_->PJRT_Buffer_CopyToDevice(&args), "device-to-device copy");
+  return std::make_shared<Buffer>(args.dst_buffer, device, buffer.type());
+}
+
+ExecutablePtr Client::compile(const std::string& mlir_text) {
+  auto program = make_args<PJRT_Program>();
+  program.code = const_cast<char*>(mlir_text.data());
+  program.code_size = mlir_text.size();
+  static const char kFormat[] = "mlir";
+  program.format = kFormat;
+  program.format_size = sizeof(kFormat) - 1;
+  auto args = make_args<PJRT_Client_Compile_Args>();
+  args.client = client_;
+  args.program = &program;
+  args.compile_options = compile_options_.data();
+  args.compile_options_size = compile_options_.size();
+  check(api_->PJRT_Client_Compile(&args), "XLA compilation");
+  return std::make_shared<Executable>(args.executable);
+}
+
+ExecutablePtr Client::deserialize(const std::string& bytes) {
+  auto args = make_args<PJRT_Executable_DeserializeAndLoad_Args>();
+  args.client = client_;
+  args.serialized_executable = bytes.data();
+  args.serialized_executable_size = bytes.size();
+  check(api_->PJRT_Executable_DeserializeAndLoad(&args), "loading a cached executable");
+  return std::make_shared<Executable>(args.loaded_executable);
+}
+
+ExecuteResult Client::execute(const Executable& executable, int device,
+                              const std::vector<const Buffer*>& arguments,
+                              const std::vector<TensorType>& output_types) {
+  std::vector<PJRT_Buffer*> raw_args;
+  raw_args.reserve(arguments.size());
+  for (const Buffer* b : arguments) raw_args.push_back(b->raw());
+  std::vector<PJRT_Buffer*> raw_outputs(output_types.size(), nullptr);
+  PJRT_Buffer* const* arg_list = raw_args.data();
+  PJRT_Buffer** output_list = raw_outputs.data();
+  PJRT_Event* done = nullptr;
+
+  auto options = make_args<PJRT_ExecuteOptions>();
+  auto args = make_args<PJRT_LoadedExecutable_Execute_Args>();
+  args.executable = executable.raw();
+  args.options = &options;
+  args.argument_lists = &arg_list;
+  args.num_devices = 1;
+  args.num_args = raw_args.size();
+  args.output_lists = &output_list;
+  args.device_complete_events = &done;
+  args.execute_device = devices_.at(device);
+  check(api_->PJRT_LoadedExecutable_Execute(&args), "program execution");
+
+  ExecuteResult result;
+  result.outputs.reserve(output_types.size());
+  for (size_t i = 0; i < output_types.size(); ++i) {
+    result.outputs.push_back(std::make_shared<Buffer>(raw_outputs[i], device, output_types[i]));
+  }
+  result.done = done;
+  return result;
+}
+
+void Client::wait(PJRT_Event* event) {
+  if (!event) return;
+  auto args = make_args<PJRT_Event_Await_Args>();
+  args.event = event;
+  PJRT_Error* error = api_->PJRT_Event_Await(&args);
+  release(event);
+  check(error, "device execution");
+}
+
+bool Client::ready(PJRT_Event* event) {
+  auto args = make_args<PJRT_Event_IsReady_Args>();
+  args.event = event;
+  check(api_->PJRT_Event_IsReady(&args), "PJRT_Event_IsReady");
+  return args.is_ready;
+}
+
+void Client::release(PJRT_Event* event) {
+  if (!event) return;
+  auto args = make_args<PJRT_Event_Destroy_Args>();
+  args.event = event;
+  check(api_->PJRT_Event_Destroy(&args), "PJRT_Event_Destroy");
+}
+
+void Client::wait_ready(const Buffer& buffer) {
+  auto args = make_args<PJRT_Buffer_ReadyEvent_Args>();
+  args.buffer = buffer.raw();
+  check(api_->PJRT_Buffer_ReadyEvent(&args), "PJRT_Buffer_ReadyEvent");
+  wait(args.event);
+}
+
+}  // namespace tpu::runtime

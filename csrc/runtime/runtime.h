@@ -1,0 +1,140 @@
+// The PJRT binding: one process-wide client over one plugin, its devices, buffers, executables.
+//
+// Everything here is torch-free. Every PJRT error becomes a PjrtError carrying PJRT's message and
+// code; a plugin that cannot be found or loaded becomes a NoPluginError saying how to get one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "hlo/types.h"
+
+struct PJRT_Api;
+struct PJRT_Buffer;
+struct PJRT_Client;
+struct PJRT_Device;
+struct PJRT_Error;
+struct PJRT_Event;
+struct PJRT_LoadedExecutable;
+
+namespace tpu::runtime {
+
+class PjrtError : public std::runtime_error {
+ public:
+  PjrtError(const std::string& message, int code) : std::runtime_error(message), code_(code) {}
+  int code() const { return code_; }
+  bool out_of_memory() const { return code_ == 8; }  // RESOURCE_EXHAUSTED
+
+ private:
+  int code_;
+};
+
+class NoPluginError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// An owned PJRT buffer: one dense array on one device. Destroying it releases device memory once
+// every program already enqueued on it has finished (PJRT tracks the uses).
+class Buffer {
+ public:
+  Buffer(PJRT_Buffer* raw, int device, TensorType type) : raw_(raw), device_(device), type_(std::move(type)) {}
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  PJRT_Buffer* raw() const { return raw_; }
+  int device() const { return device_; }
+  const TensorType& type() const { return type_; }
+  int64_t nbytes() const { return numel(type_.dims) * itemsize(type_.dtype); }
+
+ private:
+  PJRT_Buffer* raw_;
+  int device_;
+  TensorType type_;
+};
+using BufferPtr = std::shared_ptr<Buffer>;
+
+class Executable {
+ public:
+  explicit Executable(PJRT_LoadedExecutable* raw) : raw_(raw) {}
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+  PJRT_LoadedExecutable* raw() const { return raw_; }
+  // PJRT's own serialization, for the persistent cache. Empty when the plugin cannot serialize.
+  std::string serialize() const;
+
+ private:
+  PJRT_LoadedExecutable* raw_;
+};
+using ExecutablePtr = std::shared_ptr<Executable>;
+
+struct ExecuteResult {
+  std::vector<BufferPtr> outputs;
+  PJRT_Event* done = nullptr;  // owned by the caller: wait() or release() it
+};
+
+// Where to look for a plugin, in order. The Python layer fills this (it knows where pip put
+// libtpu, JAX's CUDA plugin and XLA's CPU plugin) before the first device use.
+struct PluginCandidate {
+  std::string kind;  // "override", "tpu", "cuda", "cpu": decides the client create options
+  std::string path;
+};
+void set_plugin_candidates(std::vector<PluginCandidate> candidates);
+
+class Client {
+ public:
+  // The process-wide client, created on first use. Throws NoPluginError when no plugin is found.
+  static Client& get();
+  // Whether a client exists or could be created, without throwing.
+  static bool available();
+  // Why the last attempt to create the client failed ("" when it did not).
+  static std::string unavailable_reason();
+
+  int device_count() const { return static_cast<int>(devices_.size()); }
+  const std::string& platform() const { return platform_; }
+  const std::string& platform_version() const { return platform_version_; }
+  const std::string& plugin_path() const { return plugin_path_; }
+  std::string device_kind(int device) const;
+  int api_major() const;
+  int api_minor() const;
+
+  BufferPtr from_host(const void* data, const TensorType& type, int device);
+  // Blocks until `buffer`'s bytes are in `dst` (which holds buffer.nbytes()).
+  void to_host(const Buffer& buffer, void* dst);
+  BufferPtr copy_to_device(const Buffer& buffer, int device);
+
+  ExecutablePtr compile(const std::string& mlir_text);
+  ExecutablePtr deserialize(const std::string& bytes);
+  ExecuteResult execute(const Executable& executable, int device,
+                        const std::vector<const Buffer*>& arguments,
+                        const std::vector<TensorType>& output_types);
+
+  // Events: wait blocks and throws the error of the work it tracks; release forgets it.
+  void wait(PJRT_Event* event);
+  bool ready(PJRT_Event* event);
+  void release(PJRT_Event* event);
+  // Blocks until `buffer` is computed; throws the error of the program that made it.
+  void wait_ready(const Buffer& buffer);
+
+  const PJRT_Api* api() const { return api_; }
+  void check(PJRT_Error* error, const char* what) const;
+
+ private:
+  Client() = default;
+  void load();
+
+  const PJRT_Api* api_ = nullptr;
+  PJRT_Client* client_ = nullptr;
+  std::vector<PJRT_Device*> devices_;
+  std::string platform_;
+  std::string platform_version_;
+  std::string plugin_path_;
+  std::string compile_options_;
+};
+
+}  // namespace tpu::runtime

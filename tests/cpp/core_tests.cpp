@@ -1,0 +1,172 @@
+// Unit tests of the torch-free layers: builder and printer, compile-options encoder, PJRT binding.
+// Run as `core_tests [plugin.so]`; the runtime tests are skipped (and say so) without a plugin.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hlo/builder.h"
+#include "runtime/compile_options.h"
+#include "runtime/runtime.h"
+
+using namespace tpu;
+
+namespace {
+int g_failures = 0;
+int g_passed = 0;
+std::vector<std::pair<std::string, std::function<void()>>>& registry() {
+  static std::vector<std::pair<std::string, std::function<void()>>> tests;
+  return tests;
+}
+struct Register {
+  Register(const char* name, std::function<void()> fn) { registry().emplace_back(name, fn); }
+};
+struct Failure {
+  std::string what;
+};
+#define TEST(name) \
+  void name();     \
+  Register reg_##name(#name, name); \
+  void name()
+#define EXPECT(cond)                                                                   \
+  do {                                                                                 \
+    if (!(cond)) throw Failure{std::string(__FILE__ ":") + std::to_string(__LINE__) + \
+                               ": " #cond};                                            \
+  } while (0)
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+std::string g_plugin;
+}  // namespace
+
+TEST(printer_is_deterministic_and_generic) {
+  auto build = [] {
+    hlo::Builder b;
+    auto x = b.parameter({DType::F32, {2, 3}});
+    auto y = b.add(x, b.full(1.0, {DType::F32, {2, 3}}));
+    auto s = b.reduce(y, b.constant(0.0, DType::F32), {1}, "stablehlo.add");
+    return b.module_text({s});
+  };
+  std::string text = build();
+  EXPECT(text == build());
+  EXPECT(contains(text, "func.func public @main(%v0: tensor<2x3xf32>) -> (tensor<2xf32>)"));
+  EXPECT(contains(text, "\"stablehlo.add\"(%v0, %v2)"));
+  EXPECT(contains(text, "dense<0x3F800000> : tensor<f32>"));
+  EXPECT(contains(text, "dimensions = array<i64: 1>"));
+  EXPECT(contains(text, "^bb0("));
+}
+
+TEST(shape_helpers_skip_identities) {
+  hlo::Builder b;
+  auto x = b.parameter({DType::F32, {4, 5}});
+  int64_t before = b.num_ops();
+  EXPECT(b.reshape(x, {4, 5}).id == x.id);
+  EXPECT(b.transpose(x, {0, 1}).id == x.id);
+  EXPECT(b.convert(x, DType::F32).id == x.id);
+  EXPECT(b.slice(x, {0, 0}, {4, 5}, {1, 1}).id == x.id);
+  EXPECT(b.num_ops() == before);
+  auto t = b.transpose(x, {1, 0});
+  EXPECT((b.dims(t) == Dims{5, 4}));
+  auto s = b.slice(x, {1, 0}, {4, 5}, {2, 2});
+  EXPECT((b.dims(s) == Dims{2, 3}));
+}
+
+TEST(builder_rejects_bad_shapes) {
+  hlo::Builder b;
+  auto x = b.parameter({DType::F32, {4}});
+  auto y = b.parameter({DType::F32, {5}});
+  bool threw = false;
+  try {
+    b.add(x, y);
+  } catch (const std::invalid_argument&) {
+    threw = true;
+  }
+  EXPECT(threw);
+  threw = false;
+  try {
+    b.reshape(x, {3});
+  } catch (const std::invalid_argument&) {
+    threw = true;
+  }
+  EXPECT(threw);
+}
+
+TEST(integer_literals_saturate) {
+  hlo::Builder b;
+  b.constant(1e30, DType::I32);
+  b.constant(-1e30, DType::I64);
+  std::string text = b.module_text({});
+  EXPECT(contains(text, "dense<2147483647> : tensor<i32>"));
+  EXPECT(contains(text, "dense<-9223372036854775808> : tensor<i64>"));
+}
+
+TEST(compile_options_wire_format) {
+  std::string bytes = runtime::encode_compile_options({});
+  // field 3, length-delimited, then device_ordinal=-1 as a 10-byte varint.
+  EXPECT(static_cast<unsigned char>(bytes[0]) == 0x1A);
+  EXPECT(static_cast<unsigned char>(bytes[2]) == 0x08);
+  std::string v;
+  runtime::append_varint(v, 300);
+  EXPECT(v.size() == 2 && static_cast<unsigned char>(v[0]) == 0xAC && v[1] == 0x02);
+  EXPECT(static_cast<unsigned char>(bytes[bytes.size() - 2]) == 0x20);  // portable flag
+}
+
+TEST(runtime_compiles_and_runs_on_every_device) {
+  if (g_plugin.empty()) {
+    std::printf("  (skipped: no plugin path given on the command line)\n");
+    return;
+  }
+  runtime::set_plugin_candidates({{"cpu", g_plugin}});
+  auto& client = runtime::Client::get();
+  EXPECT(client.device_count() >= 2);
+  hlo::Builder b;
+  auto x = b.parameter({DType::F32, {3}});
+  auto y = b.mul(x, x);
+  auto exe = client.compile(b.module_text({y}));
+  float host[3] = {1, 2, 3};
+  for (int device = 0; device < client.device_count(); ++device) {
+    auto in = client.from_host(host, {DType::F32, {3}}, device);
+    auto result = client.execute(*exe, device, {in.get()}, {{DType::F32, {3}}});
+    client.wait(result.done);
+    float out[3];
+    client.to_host(*result.outputs[0], out);
+    EXPECT(out[0] == 1 && out[1] == 4 && out[2] == 9);
+    auto moved = client.copy_to_device(*result.outputs[0], (device + 1) % client.device_count());
+    float again[3];
+    client.to_host(*moved, again);
+    EXPECT(again[2] == 9);
+  }
+}
+
+TEST(runtime_reports_compile_errors_with_pjrt_message) {
+  if (g_plugin.empty()) return;
+  auto& client = runtime::Client::get();
+  bool threw = false;
+  try {
+    client.compile("module { this is not mlir }");
+  } catch (const runtime::PjrtError& e) {
+    threw = contains(e.what(), "XLA compilation failed");
+  }
+  EXPECT(threw);
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1) g_plugin = argv[1];
+  for (auto& [name, fn] : registry()) {
+    try {
+      fn();
+      ++g_passed;
+      std::printf("PASS %s\n", name.c_str());
+    } catch (const Failure& f) {
+      ++g_failures;
+      std::printf("FAIL %s: %s\n", name.c_str(), f.what.c_str());
+    } catch (const std::exception& e) {
+      ++g_failures;
+      std::printf("FAIL %s: exception %s\n", name.c_str(), e.what());
+    }
+  }
+  std::printf("%d passed, %d failed\n", g_passed, g_failures);
+  return g_failures ? 1 : 0;
+}
