@@ -1,0 +1,32 @@
+# Two entry points, each installing and building whatever is missing first:
+#   make demo   trains a small model on the tpu device and prints what it did
+#   make test   runs the test suite
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.deps-installed
+
+.PHONY: demo test build bench clean
+
+$(STAMP): requirements.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	@command -v ccache >/dev/null 2>&1 || (command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+	  (apt-get install -y -qq ccache >/dev/null 2>&1 || (apt-get update -qq >/dev/null 2>&1 && \
+	   apt-get install -y -qq ccache >/dev/null 2>&1)) || echo "ccache not installed: rebuilds from scratch are slower")
+	touch $(STAMP)
+
+build: $(STAMP)
+	$(PY) -m pip install --quiet --no-build-isolation --no-deps -e .
+
+demo: build
+	$(PY) -m torch_tpu.demo
+
+test: build
+	$(PY) -m pytest -q tests
+
+bench: build
+	$(PY) benchmarks/dispatch.py
+
+clean:
+	rm -rf build torch_tpu/_C*.so

@@ -1,0 +1,190 @@
+// How PyTorch finds the tpu device: device guard, accelerator hooks, default generators.
+#include <ATen/core/GeneratorForPrivateuseone.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/GeneratorImpl.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <deque>
+#include <mutex>
+#include <random>
+
+#include "aten/tpu_tensor.h"
+
+namespace tpu::aten {
+namespace {
+
+constexpr auto kTpu = c10::DeviceType::PrivateUse1;
+
+struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kTpu; }
+  c10::Device exchangeDevice(c10::Device device) const override {
+    c10::Device previous = getDevice();
+    if (device.index() != previous.index()) setDevice(device);
+    return previous;
+  }
+  c10::Device getDevice() const override {
+    return c10::Device(kTpu, static_cast<c10::DeviceIndex>(current_device()));
+  }
+  void setDevice(c10::Device device) const override {
+    TORCH_CHECK(device.type() == kTpu, "expected a tpu device, got ", device);
+    int count = device_count();
+    TORCH_CHECK(device.index() >= 0 && device.index() < count, "tpu device index ",
+                static_cast<int>(device.index()), " is out of range: ", count, " device(s) available");
+    set_current_device(device.index());
+  }
+  void uncheckedSetDevice(c10::Device device) const noexcept override {
+    if (device.index() >= 0) set_current_device(device.index());
+  }
+  c10::Stream getStream(c10::Device device) const override {
+    return c10::Stream(c10::Stream::DEFAULT, device);
+  }
+  c10::Stream exchangeStream(c10::Stream stream) const override {
+    return c10::Stream(c10::Stream::DEFAULT, stream.device());
+  }
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return static_cast<c10::DeviceIndex>(device_count());
+  }
+  void synchronizeDevice(const c10::DeviceIndex device_index) const override {
+    exec::synchronize(device_index);
+  }
+  void synchronizeStream(const c10::Stream& stream) const override {
+    exec::synchronize(stream.device_index());
+  }
+  bool queryStream(const c10::Stream&) const override { return true; }
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
+
+// Counter-based generator state: programs derive their bits from (seed, offset), so the state is
+// two integers and restoring it reproduces the same numbers.
+class TpuGenerator final : public c10::GeneratorImpl {
+ public:
+  explicit TpuGenerator(c10::DeviceIndex device)
+      : c10::GeneratorImpl(c10::Device(kTpu, device), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)) {}
+  void set_current_seed(uint64_t seed) override {
+    seed_ = seed;
+    offset_ = 0;
+  }
+  void set_offset(uint64_t offset) override { offset_ = offset; }
+  uint64_t get_offset() const override { return offset_; }
+  uint64_t current_seed() const override { return seed_; }
+  uint64_t seed() override {
+    uint64_t s = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+    set_current_seed(s);
+    return s;
+  }
+  void set_state(const c10::TensorImpl& state) override {
+    TORCH_CHECK(state.numel() == 16 && state.dtype() == at::kByte,
+                "tpu generator state must be a uint8 tensor of 16 bytes");
+    const auto* bytes = static_cast<const uint64_t*>(state.data());
+    seed_ = bytes[0];
+    offset_ = bytes[1];
+  }
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
+    at::Tensor state = at::empty({16}, at::TensorOptions().dtype(at::kByte));
+    auto* bytes = static_cast<uint64_t*>(state.data_ptr());
+    bytes[0] = seed_;
+    bytes[1] = offset_;
+    return state.getIntrusivePtr();
+  }
+  std::pair<uint64_t, uint64_t> advance(uint64_t increment) {
+    uint64_t offset = offset_;
+    offset_ += increment;
+    return {seed_, offset};
+  }
+
+ private:
+  TpuGenerator* clone_impl() const override {
+    auto* copy = new TpuGenerator(device().index());
+    copy->seed_ = seed_;
+    copy->offset_ = offset_;
+    return copy;
+  }
+  uint64_t seed_ = 67280421310721ULL;  // PyTorch's default seed
+  uint64_t offset_ = 0;
+};
+
+std::mutex g_generators_mutex;
+std::deque<at::Generator> g_generators;
+c10::optional<uint64_t> g_seed_for_new_generators;
+
+}  // namespace
+
+at::Generator& default_generator(int device) {
+  std::lock_guard<std::mutex> lock(g_generators_mutex);
+  while (static_cast<int>(g_generators.size()) <= device) {
+    auto gen = at::make_generator<TpuGenerator>(static_cast<c10::DeviceIndex>(g_generators.size()));
+    if (g_seed_for_new_generators) gen.set_current_seed(*g_seed_for_new_generators);
+    g_generators.push_back(gen);
+  }
+  return g_generators[device];
+}
+
+void seed_all(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(g_generators_mutex);
+  g_seed_for_new_generators = seed;
+  for (auto& gen : g_generators) {
+    std::lock_guard<std::mutex> gen_lock(gen.mutex());
+    gen.set_current_seed(seed);
+  }
+}
+
+namespace {
+
+struct TpuHooks final : public at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return device_count() > 0; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return runtime::Client::available(); }
+  c10::DeviceIndex deviceCount() const override { return static_cast<c10::DeviceIndex>(device_count()); }
+  void setCurrentDevice(c10::DeviceIndex device) const override { set_current_device(device); }
+  c10::DeviceIndex getCurrentDevice() const override {
+    return static_cast<c10::DeviceIndex>(current_device());
+  }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
+    auto previous = getCurrentDevice();
+    set_current_device(device);
+    return previous;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override {
+    return exchangeDevice(device);
+  }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex device) const override {
+    return default_generator(device < 0 ? current_device() : device);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex device) const override {
+    return at::make_generator<TpuGenerator>(device < 0 ? current_device() : device);
+  }
+  at::Device getDeviceFromPtr(void*) const override {
+    return at::Device(kTpu, static_cast<c10::DeviceIndex>(current_device()));
+  }
+  bool isPinnedPtr(const void*) const override { return false; }
+  at::Allocator* getPinnedMemoryAllocator() const override { return at::getCPUAllocator(); }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override;
+};
+
+}  // namespace
+
+std::pair<uint64_t, uint64_t> next_philox(const c10::optional<at::Generator>& generator, int device,
+                                          uint64_t increment) {
+  at::Generator gen = generator.has_value() && generator->defined() ? *generator : default_generator(device);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get<TpuGenerator>()->advance(increment);
+}
+
+void resize_storage_bytes(const c10::Storage& storage, size_t newsize);
+
+void TpuHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const {
+  resize_storage_bytes(storage, newsize);
+}
+
+void register_hooks() {
+  static TpuHooks hooks;
+  static bool once = [] {
+    at::RegisterPrivateUse1HooksInterface(&hooks);
+    return true;
+  }();
+  (void)once;
+}
+
+}  // namespace tpu::aten

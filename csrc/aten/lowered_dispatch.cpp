@@ -1,0 +1,412 @@
+// The boxed kernel behind every ATen op without a dedicated tpu kernel.
+//
+// It asks PyTorch's meta function for the op's result dtypes and shapes (which also raises the
+// same argument errors CPU raises), turns the arguments into an exec::OpCall and runs it through
+// the op's lowering. Ops with no lowering, or an argument combination their lowering declines,
+// run on the CPU through the counted fallback.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "aten/lowered_dispatch.h"
+#include "aten/tpu_tensor.h"
+
+namespace tpu::aten {
+
+namespace {
+
+using lowering::Arg;
+constexpr auto kTpu = c10::DeviceType::PrivateUse1;
+
+std::mutex g_fallback_mutex;
+std::map<std::string, int64_t> g_fallback_counts;
+std::set<std::string> g_warned;
+std::atomic<bool> g_warn_on_fallback{true};
+
+FallbackPolicy initial_policy() {
+  const char* env = std::getenv("TORCH_TPU_FALLBACK");
+  return env && std::string(env) == "error" ? FallbackPolicy::Error : FallbackPolicy::Allow;
+}
+std::atomic<FallbackPolicy> g_policy{initial_policy()};
+
+bool is_tpu(const at::Tensor& t) { return t.defined() && t.device().type() == kTpu; }
+
+std::string display_name(const c10::FunctionSchema& schema) {
+  return schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
+}
+
+void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  std::string name = display_name(op.schema());
+  TORCH_CHECK_NOT_IMPLEMENTED(g_policy != FallbackPolicy::Error, "tpu: ", name,
+                              " has no tpu lowering, and TORCH_TPU_FALLBACK=error forbids running it "
+                              "on the CPU");
+  bool warn = false;
+  {
+    std::lock_guard<std::mutex> lock(g_fallback_mutex);
+    ++g_fallback_counts[name];
+    warn = g_warn_on_fallback && g_warned.insert(name).second;
+  }
+  if (warn) {
+    TORCH_WARN("tpu: ", name, " is not lowered for the tpu device yet; it runs on the CPU (copying its "
+               "tensors each way). torch_tpu.fallback_counts() counts these; "
+               "torch_tpu.set_fallback_warnings(False) silences this warning.");
+  }
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+}
+
+// Thrown inside this file when the lowered path cannot take an op; the op then runs on the CPU.
+struct NotLowerable {};
+
+at::Tensor meta_like(const at::Tensor& t) {
+  return at::empty_strided(t.sizes(), t.strides(), at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta));
+}
+
+class CallBuilder {
+ public:
+  CallBuilder(const c10::OperatorHandle& op, const lowering::Entry* entry) : schema_(op.schema()) {
+    call_.name = schema_.name().substr(schema_.name().find("::") + 2);
+    call_.overload = schema_.overload_name();
+    call_.lowering = entry;
+  }
+
+  // Converts the boxed arguments; returns the stack to run the meta function on.
+  torch::jit::Stack convert(at::ArrayRef<c10::IValue> args) {
+    torch::jit::Stack meta;
+    meta.reserve(args.size());
+    for (size_t i = 0; i < args.size(); ++i) {
+      const c10::Argument& argument = schema_.arguments()[i];
+      const c10::IValue& value = args[i];
+      c10::TypePtr type = argument.real_type();
+      if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
+      bool is_out = argument.is_out();
+      Arg arg;
+      switch (type->kind()) {
+        case c10::TypeKind::TensorType:
+          meta.push_back(tensor_arg(value, argument, &arg));
+          break;
+        case c10::TypeKind::ListType: {
+          auto element = type->castRaw<c10::ListType>()->getElementType();
+          if (auto optional = element->cast<c10::OptionalType>()) element = optional->getElementType();
+          meta.push_back(list_arg(value, element->kind(), &arg));
+          break;
+        }
+        case c10::TypeKind::NumberType:
+        case c10::TypeKind::FloatType:
+          if (!value.isNone()) number_arg(value, &arg);
+          meta.push_back(value);
+          break;
+        case c10::TypeKind::IntType:
+        case c10::TypeKind::SymIntType:
+          if (!value.isNone()) {
+            arg.kind = Arg::Kind::Int;
+            arg.i = value.isSymInt() ? value.toSymInt().expect_int() : value.toInt();
+          }
+          meta.push_back(value);
+          break;
+        case c10::TypeKind::ScalarTypeType:
+          if (!value.isNone()) {
+            arg.kind = Arg::Kind::ScalarType;
+            arg.dtype = to_dtype(static_cast<at::ScalarType>(value.toInt()));
+          }
+          meta.push_back(value);
+          break;
+        case c10::TypeKind::BoolType:
+          if (!value.isNone()) {
+            arg.kind = Arg::Kind::Bool;
+            arg.b = value.toBool();
+          }
+          meta.push_back(value);
+          break;
+        case c10::TypeKind::StringType:
+          if (!value.isNone()) {
+            arg.kind = Arg::Kind::String;
+            arg.s = value.toStringRef();
+          }
+          meta.push_back(value);
+          break;
+        case c10::TypeKind::DeviceObjType:
+          if (!value.isNone()) {
+            at::Device device = value.toDevice();
+            if (device.type() == kTpu) use_device(device.has_index() ? device.index() : current_device());
+            meta.push_back(c10::IValue(at::Device(at::kMeta)));
+          } else {
+            meta.push_back(value);
+          }
+          break;
+        case c10::TypeKind::GeneratorType:
+          if (!value.isNone()) generator_ = value.toGenerator();
+          meta.push_back(c10::IValue());
+          break;
+        case c10::TypeKind::LayoutType:
+        case c10::TypeKind::MemoryFormatType:
+        case c10::TypeKind::NoneType:
+          meta.push_back(value);
+          break;
+        default:
+          throw NotLowerable{};
+      }
+      if (!is_out) call_.args.push_back(std::move(arg));
+    }
+    return meta;
+  }
+
+  // Reads the meta function's results, allocates fresh outputs and picks each result's storage.
+  std::vector<c10::IValue> plan_outputs(const torch::jit::Stack& meta_results) {
+    std::vector<c10::IValue> results;
+    const auto& returns = schema_.returns();
+    for (size_t r = 0; r < returns.size(); ++r) {
+      const c10::Argument& ret = returns[r];
+      if (ret.type()->kind() != c10::TypeKind::TensorType) throw NotLowerable{};
+      const c10::IValue& meta_value = meta_results[r];
+      if (ret.alias_info()) {
+        if (!ret.alias_info()->isWrite()) throw NotLowerable{};  // a view op: must not be copied
+        int index = aliased_argument(ret);
+        at::Tensor target = written_[index];
+        const at::Tensor& shaped = written_meta_[index];
+        if (target.sizes() != shaped.sizes()) target.resize_(shaped.sizes());
+        add_destination(target);
+        results.emplace_back(target);
+        continue;
+      }
+      if (!meta_value.isTensor() || !meta_value.toTensor().defined()) {
+        call_.outputs.push_back({DType::F32, {}});
+        call_.destinations.push_back({});
+        results.emplace_back(at::Tensor());
+        continue;
+      }
+      const at::Tensor& shape = meta_value.toTensor();
+      at::Tensor fresh = at::empty_strided(
+          shape.sizes(), shape.strides(),
+          at::TensorOptions().dtype(shape.scalar_type()).device(kTpu, static_cast<c10::DeviceIndex>(device())));
+      add_destination(fresh);
+      results.emplace_back(fresh);
+    }
+    if (call_.lowering->random) {
+      uint64_t draws = 0;
+      for (const auto& out : call_.outputs) draws = std::max<uint64_t>(draws, numel(out.dims));
+      // Normal samples take two draws each; reserve four to keep streams apart.
+      auto [seed, offset] = next_philox(generator_, device(), (draws + 1) * 4);
+      call_.seed = seed;
+      call_.offset = offset;
+    }
+    call_.device = device();
+    return results;
+  }
+
+  const exec::OpCall& call() const { return call_; }
+  int device() const { return device_ < 0 ? current_device() : device_; }
+
+ private:
+  void use_device(int index) {
+    if (device_ < 0) {
+      device_ = index;
+    } else {
+      TORCH_CHECK(device_ == index, "Expected all tensors to be on the same device, but found at least two "
+                  "devices, tpu:", device_, " and tpu:", index, "!");
+    }
+  }
+
+  void add_destination(const at::Tensor& t) {
+    call_.outputs.push_back({to_dtype(t.scalar_type()), Dims(t.sizes().begin(), t.sizes().end())});
+    call_.destinations.push_back(view_of(t));
+  }
+
+  int aliased_argument(const c10::Argument& ret) {
+    for (size_t i = 0; i < schema_.arguments().size(); ++i) {
+      const auto& info = schema_.arguments()[i].alias_info();
+      if (info && info->isWrite() && info->beforeSets() == ret.alias_info()->beforeSets()) {
+        if (!written_.count(static_cast<int>(i))) throw NotLowerable{};
+        return static_cast<int>(i);
+      }
+    }
+    throw NotLowerable{};
+  }
+
+  int32_t add_input(const at::Tensor& t) {
+    use_device(t.device().index());
+    call_.inputs.push_back(view_of(t));
+    return static_cast<int32_t>(call_.inputs.size()) - 1;
+  }
+
+  void number_from(const c10::Scalar& s, bool weak, Arg* arg) {
+    exec::RuntimeNumber number;
+    if (s.isFloatingPoint()) {
+      number.dtype = DType::F64;
+      number.f = s.toDouble();
+    } else if (s.isBoolean()) {
+      number.dtype = DType::Bool;
+      number.i = s.toBool();
+    } else if (s.isIntegral(false)) {
+      number.dtype = DType::I64;
+      number.i = s.toLong();
+    } else {
+      throw NotLowerable{};  // complex and symbolic numbers
+    }
+    arg->kind = Arg::Kind::Number;
+    arg->weak = weak;
+    arg->slot = static_cast<int32_t>(call_.numbers.size());
+    call_.numbers.push_back(number);
+  }
+
+  void number_arg(const c10::IValue& value, Arg* arg) {
+    if (value.isTensor()) throw NotLowerable{};
+    number_from(value.toScalar(), true, arg);
+  }
+
+  c10::IValue tensor_arg(const c10::IValue& value, const c10::Argument& argument, Arg* arg) {
+    if (value.isNone()) return value;
+    const at::Tensor& t = value.toTensor();
+    if (!t.defined()) return value;
+    bool writes = argument.alias_info() && argument.alias_info()->isWrite();
+    if (!is_tpu(t)) {
+      // 0-dim CPU tensors (wrapped Python numbers included) act as numbers, as they do on CUDA.
+      if (t.dim() == 0 && !writes && t.device().is_cpu()) {
+        number_from(t.item(), true, arg);
+        return value;
+      }
+      TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, tpu:",
+                  device(), " and ", t.device(), "!");
+    }
+    at::Tensor meta = meta_like(t);
+    if (writes) {
+      written_[static_cast<int>(&argument - schema_.arguments().data())] = t;
+      written_meta_[static_cast<int>(&argument - schema_.arguments().data())] = meta;
+    }
+    if (!argument.is_out()) {
+      arg->kind = Arg::Kind::Tensor;
+      arg->slot = add_input(t);
+      arg->weak = t.dim() == 0;
+    } else {
+      use_device(t.device().index());
+    }
+    return meta;
+  }
+
+  c10::IValue list_arg(const c10::IValue& value, c10::TypeKind element, Arg* arg) {
+    switch (element) {
+      case c10::TypeKind::TensorType: {
+        arg->kind = Arg::Kind::TensorList;
+        c10::List<c10::optional<at::Tensor>> meta_optional;
+        std::vector<at::Tensor> meta_plain;
+        bool optional_entries = !value.isTensorList();
+        for (const c10::IValue& entry : value.toListRef()) {
+          if (entry.isNone()) {
+            arg->slots.push_back(-1);
+            meta_optional.push_back(c10::nullopt);
+            continue;
+          }
+          const at::Tensor& t = entry.toTensor();
+          if (!is_tpu(t)) throw NotLowerable{};
+          arg->slots.push_back(add_input(t));
+          if (optional_entries) {
+            meta_optional.push_back(meta_like(t));
+          } else {
+            meta_plain.push_back(meta_like(t));
+          }
+        }
+        if (optional_entries) return c10::IValue(meta_optional);
+        return c10::IValue(meta_plain);
+      }
+      case c10::TypeKind::IntType:
+      case c10::TypeKind::SymIntType:
+        arg->kind = Arg::Kind::IntList;
+        if (value.isIntList()) {
+          arg->ints = value.toIntVector();
+        } else if (!value.isNone()) {
+          for (const auto& s : value.toSymIntVector()) arg->ints.push_back(s.expect_int());
+        } else {
+          arg->kind = Arg::Kind::None;
+        }
+        return value;
+      case c10::TypeKind::BoolType:
+        if (value.isNone()) return value;
+        arg->kind = Arg::Kind::IntList;
+        for (bool b : value.toBoolList()) arg->ints.push_back(b);
+        return value;
+      case c10::TypeKind::FloatType:
+        if (value.isNone()) return value;
+        arg->kind = Arg::Kind::DoubleList;
+        arg->doubles = value.toDoubleVector();
+        return value;
+      default:
+        throw NotLowerable{};
+    }
+  }
+
+  const c10::FunctionSchema& schema_;
+  exec::OpCall call_;
+  int device_ = -1;
+  c10::optional<at::Generator> generator_;
+  std::map<int, at::Tensor> written_;
+  std::map<int, at::Tensor> written_meta_;
+};
+
+// Runs `op` through its lowering; false when it has to go to the CPU instead.
+bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const lowering::Entry* entry) {
+  const size_t num_args = op.schema().arguments().size();
+  CallBuilder builder(op, entry);
+  torch::jit::Stack meta;
+  try {
+    meta = builder.convert(torch::jit::last(*stack, num_args));
+  } catch (const NotLowerable&) {
+    return false;
+  }
+  try {
+    op.callBoxed(&meta);
+  } catch (const c10::NotImplementedError&) {
+    return false;  // no meta function: the CPU kernel knows the shapes
+  }
+  std::vector<c10::IValue> results;
+  try {
+    c10::DeviceGuard guard(c10::Device(kTpu, static_cast<c10::DeviceIndex>(builder.device())));
+    results = builder.plan_outputs(meta);
+    exec::run(builder.call());
+  } catch (const NotLowerable&) {
+    return false;
+  } catch (const lowering::Unsupported&) {
+    return false;
+  }
+  torch::jit::drop(*stack, num_args);
+  for (auto& r : results) stack->push_back(std::move(r));
+  return true;
+}
+
+void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& name = op.schema().name();
+  if (name.rfind("aten::", 0) == 0) {
+    if (const lowering::Entry* entry = lowering::find_lowering(name.substr(6))) {
+      if (run_lowered(op, stack, entry)) return;
+    }
+  }
+  run_on_cpu(op, stack);
+}
+
+}  // namespace
+
+void set_fallback_policy(FallbackPolicy policy) { g_policy = policy; }
+FallbackPolicy fallback_policy() { return g_policy; }
+void set_fallback_warnings(bool enabled) { g_warn_on_fallback = enabled; }
+
+std::map<std::string, int64_t> fallback_counts() {
+  std::lock_guard<std::mutex> lock(g_fallback_mutex);
+  return g_fallback_counts;
+}
+
+void reset_fallback_counts() {
+  std::lock_guard<std::mutex> lock(g_fallback_mutex);
+  g_fallback_counts.clear();
+  g_warned.clear();
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+}
+
+}  // namespace tpu::aten

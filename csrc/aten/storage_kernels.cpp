@@ -1,0 +1,305 @@
+// Kernels that only ATen knows how to do: allocation, views (metadata only, as on CUDA),
+// resizing and re-pointing storages, and copies across the host/device boundary.
+#include <ATen/EmptyTensor.h>
+#include <ATen/InferSize.h>
+#include <ATen/TensorUtils.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "aten/tpu_tensor.h"
+
+namespace tpu::aten {
+
+namespace {
+
+int device_of(c10::optional<at::Device> device) {
+  if (!device.has_value() || !device->has_index()) return current_device();
+  return device->index();
+}
+
+void check_usable(int device) {
+  // Raises the missing-plugin message on first use instead of an obscure failure later.
+  int count = runtime::Client::get().device_count();
+  TORCH_CHECK(device >= 0 && device < count, "tpu:", device, " does not exist: ", count,
+              " tpu device(s) available");
+}
+
+at::Tensor make_tensor(c10::Storage storage, at::ScalarType dtype, at::IntArrayRef size,
+                       at::IntArrayRef stride, int64_t offset) {
+  auto tensor = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      c10::scalarTypeToTypeMeta(dtype));
+  tensor.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride, offset);
+  return tensor;
+}
+
+at::Tensor make_view(const at::Tensor& self, at::IntArrayRef size, at::IntArrayRef stride, int64_t offset) {
+  auto view = at::detail::make_tensor<c10::TensorImpl>(c10::TensorImpl::VIEW, c10::Storage(self.storage()),
+                                                       self.key_set(), self.dtype());
+  view.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride, offset);
+  return view;
+}
+
+// The bytes a layout reaches into its storage, as PyTorch's own bounds checks compute them.
+size_t required_bytes(at::IntArrayRef size, at::IntArrayRef stride, int64_t offset, size_t itemsize) {
+  int64_t last = 0;
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (size[i] == 0) return 0;
+    last += (size[i] - 1) * stride[i];
+  }
+  return static_cast<size_t>(offset + last + 1) * itemsize;
+}
+
+void check_in_bounds(const c10::Storage& storage, at::IntArrayRef size, at::IntArrayRef stride, int64_t offset,
+                     size_t itemsize) {
+  size_t needed = required_bytes(size, stride, offset, itemsize);
+  TORCH_CHECK(needed <= storage.nbytes(), "setStorage: sizes ", size, ", strides ", stride,
+              ", storage offset ", offset, ", and itemsize ", itemsize, " requiring a storage size of ",
+              needed, " are out of bounds for storage of size ", storage.nbytes());
+}
+
+at::Tensor empty_memory_format(at::IntArrayRef size, c10::optional<at::ScalarType> dtype,
+                               c10::optional<at::Layout> layout, c10::optional<at::Device> device,
+                               c10::optional<bool> pin_memory,
+                               c10::optional<at::MemoryFormat> memory_format) {
+  int index = device_of(device);
+  check_usable(index);
+  at::ScalarType type = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  to_dtype(type);
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)));
+  return at::detail::empty_generic(size, allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   type, memory_format);
+}
+
+at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, c10::optional<at::ScalarType> dtype,
+                         c10::optional<at::Layout> layout, c10::optional<at::Device> device,
+                         c10::optional<bool> pin_memory) {
+  int index = device_of(device);
+  check_usable(index);
+  at::ScalarType type = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  to_dtype(type);
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)));
+  return at::detail::empty_strided_generic(size, stride, allocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), type);
+}
+
+at::Tensor as_strided(const at::Tensor& self, at::IntArrayRef size, at::IntArrayRef stride,
+                      c10::optional<int64_t> storage_offset) {
+  int64_t offset = storage_offset.value_or(self.storage_offset());
+  TORCH_CHECK(size.size() == stride.size(), "mismatch in length of strides and shape");
+  for (int64_t s : stride) TORCH_CHECK(s >= 0, "as_strided: Negative strides are not supported at the moment, got strides: ", stride);
+  TORCH_CHECK(offset >= 0, "Tensor: invalid storage offset ", offset);
+  check_in_bounds(self.storage(), size, stride, offset, self.dtype().itemsize());
+  return make_view(self, size, stride, offset);
+}
+
+at::Tensor view(const at::Tensor& self, at::IntArrayRef size) {
+  at::DimVector shape = at::infer_size_dv(size, self.numel());
+  auto stride = at::detail::computeStride(self.sizes(), self.strides(), shape);
+  TORCH_CHECK(stride.has_value(),
+              "view size is not compatible with input tensor's size and stride (at least one "
+              "dimension spans across two contiguous subspaces). Use .reshape(...) instead.");
+  return make_view(self, shape, *stride, self.storage_offset());
+}
+
+at::Tensor reshape_alias(const at::Tensor& self, at::IntArrayRef size, at::IntArrayRef stride) {
+  return make_view(self, size, stride, self.storage_offset());
+}
+
+at::Tensor unfold(const at::Tensor& self, int64_t dimension, int64_t size, int64_t step) {
+  int64_t d = at::maybe_wrap_dim(dimension, self.dim(), /*wrap_scalar=*/true);
+  int64_t max_size = self.dim() == 0 ? 1 : self.size(d);
+  TORCH_CHECK(size <= max_size, "maximum size for tensor at dimension ", d, " is ", max_size,
+              " but size is ", size);
+  TORCH_CHECK(step > 0, "step is ", step, " but must be > 0");
+  std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
+  std::vector<int64_t> strides(self.strides().begin(), self.strides().end());
+  int64_t inner_stride = self.dim() == 0 ? 1 : strides[d];
+  if (self.dim() > 0) {
+    sizes[d] = (max_size - size) / step + 1;
+    strides[d] = step * inner_stride;
+  }
+  sizes.push_back(size);
+  strides.push_back(inner_stride);
+  return make_view(self, sizes, strides, self.storage_offset());
+}
+
+}  // namespace
+
+void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
+  exec::StoragePtr old = storage_of(storage);
+  if (static_cast<int64_t>(new_bytes) == old->nbytes) return;
+  c10::DataPtr fresh = allocate_on(new_bytes, old->device);
+  c10::Storage holder(c10::Storage::use_byte_size_t(), new_bytes, std::move(fresh), allocator(), true);
+  exec::StoragePtr target = storage_of(holder);
+  if (old->buffer) {
+    // Keep the bytes both sizes share; the rest reads as zeros.
+    int64_t count = std::min(old->nbytes, static_cast<int64_t>(new_bytes)) / itemsize(old->dtype);
+    if (count > 0) {
+      exec::TensorView from{old, old->dtype, {{count}, {1}, 0}};
+      exec::TensorView to{target, old->dtype, {{count}, {1}, 0}};
+      exec::copy_view(from, to);
+    }
+  }
+  c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+  impl->set_data_ptr_noswap(holder.unsafeGetStorageImpl()->set_data_ptr(c10::DataPtr()));
+  impl->set_nbytes(new_bytes);
+}
+
+namespace {
+
+const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
+                          c10::optional<at::MemoryFormat> memory_format) {
+  for (int64_t s : size) TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", size);
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(size);
+  if (memory_format.has_value() && *memory_format != at::MemoryFormat::Preserve) {
+    impl->empty_tensor_restride(*memory_format);
+  }
+  size_t needed = required_bytes(self.sizes(), self.strides(), self.storage_offset(), self.dtype().itemsize());
+  if (needed > self.storage().nbytes()) resize_storage_bytes(self.storage(), needed);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset, at::IntArrayRef size,
+                        at::IntArrayRef stride) {
+  size_t needed = required_bytes(size, stride, offset, self.dtype().itemsize());
+  if (needed > source.nbytes()) resize_storage_bytes(source, needed);
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_storage_keep_dtype(std::move(source));
+  impl->set_sizes_and_strides(size, stride, offset);
+  return self;
+}
+
+at::Tensor& set_source_storage_offset(at::Tensor& self, c10::Storage source, c10::SymInt offset,
+                                      c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  return set_storage(self, std::move(source), offset.expect_int(), C10_AS_INTARRAYREF_SLOW(size),
+                     C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t count = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return set_storage(self, std::move(source), 0, {count}, {1});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  if (self.is_same(source)) return self;
+  return set_storage(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, allocate_on(0, storage_of(self)->device), allocator(),
+                       true);
+  return set_storage(self, std::move(storage), 0, {0}, {1});
+}
+
+at::Tensor contiguous_strides_view(const at::Tensor& like) {
+  return at::empty(like.sizes(), like.options());
+}
+
+// CPU -> tpu: upload the source as it is, then convert and lay it out on the device.
+void upload(const at::Tensor& src, const at::Tensor& dst) {
+  at::Tensor host = src.expand(dst.sizes()).contiguous();
+  exec::TensorView target = view_of(dst);
+  DType source_dtype = to_dtype(host.scalar_type());
+  auto& client = runtime::Client::get();
+  const exec::Storage& storage = *target.storage;
+  int64_t count = host.numel();
+  if (source_dtype == target.dtype && target.layout.offset == 0 && lowering::is_contiguous(target.layout) &&
+      count * itemsize(source_dtype) == storage.nbytes) {
+    target.storage->buffer = client.from_host(host.data_ptr(), {source_dtype, {count}}, storage.device);
+    target.storage->dtype = source_dtype;
+    return;
+  }
+  auto staged = std::make_shared<exec::Storage>();
+  staged->device = storage.device;
+  staged->nbytes = count * itemsize(source_dtype);
+  staged->dtype = source_dtype;
+  staged->buffer = client.from_host(host.data_ptr(), {source_dtype, {count}}, storage.device);
+  exec::TensorView from{staged, source_dtype, {target.layout.sizes, {}, 0}};
+  from.layout.strides.assign(host.strides().begin(), host.strides().end());
+  exec::copy_view(from, target);
+}
+
+// tpu -> CPU: the device lays the view out densely in the destination's dtype, then one transfer.
+void download(const at::Tensor& src, const at::Tensor& dst) {
+  exec::TensorView view = view_of(src.expand(dst.sizes()));
+  if (numel(view.layout.sizes) == 0) return;
+  DType wanted = to_dtype(dst.scalar_type());
+  runtime::BufferPtr buffer;
+  if (wanted == view.dtype) {
+    buffer = exec::dense_buffer(view);
+  } else {
+    auto converted = std::make_shared<exec::Storage>();
+    converted->device = view.storage->device;
+    converted->nbytes = numel(view.layout.sizes) * itemsize(wanted);
+    exec::TensorView target{converted, wanted, {view.layout.sizes, {}, 0}};
+    int64_t stride = 1;
+    target.layout.strides.resize(view.layout.sizes.size());
+    for (size_t i = view.layout.sizes.size(); i-- > 0;) {
+      target.layout.strides[i] = stride;
+      stride *= view.layout.sizes[i];
+    }
+    exec::copy_view(view, target);
+    buffer = converted->buffer;
+  }
+  auto& client = runtime::Client::get();
+  if (dst.is_contiguous()) {
+    client.to_host(*buffer, dst.data_ptr());
+  } else {
+    at::Tensor staging = at::empty(dst.sizes(), dst.options());
+    client.to_host(*buffer, staging.data_ptr());
+    dst.copy_(staging);
+  }
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  if (dst.numel() == 0) return dst;
+  bool src_tpu = self.device().type() == c10::DeviceType::PrivateUse1;
+  bool dst_tpu = dst.device().type() == c10::DeviceType::PrivateUse1;
+  if (!src_tpu && dst_tpu) {
+    TORCH_CHECK(self.device().is_cpu(), "copying from ", self.device(), " to tpu is not supported; go through cpu");
+    upload(self, dst);
+  } else if (src_tpu && !dst_tpu) {
+    TORCH_CHECK(dst.device().is_cpu(), "copying from tpu to ", dst.device(), " is not supported; go through cpu");
+    download(self, dst);
+  } else {
+    exec::copy_view(view_of(self.expand(dst.sizes())), view_of(dst));
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
+  return copy_from(self, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
+  at::Tensor host = at::empty({}, self.options().device(at::kCPU));
+  download(self.reshape({}), host);
+  return host.item();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("as_strided", TORCH_FN(as_strided));
+  m.impl("view", TORCH_FN(view));
+  m.impl("_reshape_alias", TORCH_FN(reshape_alias));
+  m.impl("unfold", TORCH_FN(unfold));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_source_storage_offset));
+  m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
+  m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
+  m.impl("set_", TORCH_FN(set_empty));
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+}
+
+}  // namespace tpu::aten

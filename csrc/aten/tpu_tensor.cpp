@@ -1,0 +1,239 @@
+#include "aten/tpu_tensor.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include <c10/util/Exception.h>
+
+namespace tpu::aten {
+
+DType to_dtype(at::ScalarType type) {
+  switch (type) {
+    case at::kBool: return DType::Bool;
+    case at::kChar: return DType::I8;
+    case at::kShort: return DType::I16;
+    case at::kInt: return DType::I32;
+    case at::kLong: return DType::I64;
+    case at::kByte: return DType::U8;
+    case at::kUInt16: return DType::U16;
+    case at::kUInt32: return DType::U32;
+    case at::kUInt64: return DType::U64;
+    case at::kHalf: return DType::F16;
+    case at::kBFloat16: return DType::BF16;
+    case at::kFloat: return DType::F32;
+    case at::kDouble: return DType::F64;
+    case at::kComplexFloat: return DType::C64;
+    case at::kComplexDouble: return DType::C128;
+    default: break;
+  }
+  TORCH_CHECK_TYPE(false, "the tpu device does not support dtype ", type);
+}
+
+bool has_dtype(at::ScalarType type) {
+  switch (type) {
+    case at::kBool: case at::kChar: case at::kShort: case at::kInt: case at::kLong: case at::kByte:
+    case at::kUInt16: case at::kUInt32: case at::kUInt64: case at::kHalf: case at::kBFloat16:
+    case at::kFloat: case at::kDouble: case at::kComplexFloat: case at::kComplexDouble:
+      return true;
+    default:
+      return false;
+  }
+}
+
+at::ScalarType to_scalar_type(DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return at::kBool;
+    case DType::I8: return at::kChar;
+    case DType::I16: return at::kShort;
+    case DType::I32: return at::kInt;
+    case DType::I64: return at::kLong;
+    case DType::U8: return at::kByte;
+    case DType::U16: return at::kUInt16;
+    case DType::U32: return at::kUInt32;
+    case DType::U64: return at::kUInt64;
+    case DType::F16: return at::kHalf;
+    case DType::BF16: return at::kBFloat16;
+    case DType::F32: return at::kFloat;
+    case DType::F64: return at::kDouble;
+    case DType::C64: return at::kComplexFloat;
+    case DType::C128: return at::kComplexDouble;
+  }
+  return at::kFloat;
+}
+
+namespace {
+
+// Storage contexts hang off DataPtrs; the address is theirs alone until they are freed.
+struct StorageContext {
+  exec::StoragePtr storage;
+  void* address;
+  size_t span;
+};
+
+// Address space that faults on any access, handed out in aligned spans and recycled by size, so
+// data_ptr() values are unique among live tensors exactly as on CUDA.
+class AddressSpace {
+ public:
+  void* take(size_t nbytes, size_t* span) {
+    size_t size = round_up(nbytes == 0 ? 1 : nbytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = free_.find(size);
+    if (it != free_.end() && !it->second.empty()) {
+      void* address = it->second.back();
+      it->second.pop_back();
+      *span = size;
+      return address;
+    }
+    if (next_ + size > end_) reserve(size);
+    void* address = reinterpret_cast<void*>(next_);
+    next_ += size;
+    *span = size;
+    return address;
+  }
+  void give_back(void* address, size_t span) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_[span].push_back(address);
+  }
+
+ private:
+  static size_t round_up(size_t n) {
+    constexpr size_t kGranule = 512;
+    if (n <= (size_t{1} << 20)) return (n + kGranule - 1) / kGranule * kGranule;
+    size_t p = size_t{1} << 20;
+    while (p < n) p <<= 1;
+    return p;
+  }
+  void reserve(size_t at_least) {
+    size_t size = std::max<size_t>(size_t{1} << 40, at_least);
+    void* region = MAP_FAILED;
+    while (size >= at_least && region == MAP_FAILED) {
+      region = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (region == MAP_FAILED) size /= 2;
+    }
+    TORCH_CHECK(region != MAP_FAILED, "tpu: could not reserve address space for device pointers");
+    next_ = reinterpret_cast<uintptr_t>(region);
+    end_ = next_ + size;
+  }
+  std::mutex mutex_;
+  uintptr_t next_ = 0, end_ = 0;
+  std::map<size_t, std::vector<void*>> free_;
+};
+
+AddressSpace& address_space() {
+  static auto* space = new AddressSpace();
+  return *space;
+}
+
+std::mutex g_stats_mutex;
+std::map<int, MemoryStats> g_stats;
+
+int64_t default_limit() {
+  if (const char* env = std::getenv("TORCH_TPU_MEMORY_LIMIT")) return std::atoll(env);
+  // The CPU plugin's device memory is host memory.
+  if (runtime::Client::get().platform() == "cpu") {
+    return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  }
+  return -1;  // the plugin reports its own exhaustion
+}
+
+void delete_storage(void* raw) {
+  auto* context = static_cast<StorageContext*>(raw);
+  {
+    std::lock_guard<std::mutex> lock(g_stats_mutex);
+    g_stats[context->storage->device].allocated -= context->storage->nbytes;
+  }
+  address_space().give_back(context->address, context->span);
+  delete context;
+}
+
+class TpuAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override { return allocate_on(nbytes, current_device()); }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void*, const void*, std::size_t) const override {
+    TORCH_CHECK(false, "tpu memory cannot be copied through host pointers; use Tensor.copy_");
+  }
+};
+
+thread_local int t_current_device = 0;
+
+}  // namespace
+
+c10::DataPtr allocate_on(size_t nbytes, int device) {
+  {
+    std::lock_guard<std::mutex> lock(g_stats_mutex);
+    MemoryStats& stats = g_stats[device];
+    if (stats.limit == 0) stats.limit = default_limit();
+    if (stats.limit > 0 && stats.allocated + static_cast<int64_t>(nbytes) > stats.limit) {
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory. Tried to allocate ", nbytes,
+                       " bytes on tpu:", device, " with ", stats.allocated, " bytes of ",
+                       stats.limit, " already allocated. Free tensors (del, then gc) or lower "
+                       "the batch size.");
+    }
+    stats.allocated += static_cast<int64_t>(nbytes);
+    stats.peak = std::max(stats.peak, stats.allocated);
+    ++stats.allocations;
+  }
+  auto storage = std::make_shared<exec::Storage>();
+  storage->device = device;
+  storage->nbytes = static_cast<int64_t>(nbytes);
+  size_t span = 0;
+  void* address = address_space().take(nbytes, &span);
+  auto* context = new StorageContext{std::move(storage), address, span};
+  return c10::DataPtr(address, context, &delete_storage,
+                      c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+}
+
+c10::Allocator* allocator() {
+  static TpuAllocator instance;
+  return &instance;
+}
+
+exec::StoragePtr storage_of(const c10::Storage& storage) {
+  const c10::DataPtr& data = storage.data_ptr();
+  TORCH_CHECK(data.get_deleter() == &delete_storage,
+              "tpu: tensor storage was not allocated by the tpu allocator");
+  return static_cast<StorageContext*>(data.get_context())->storage;
+}
+
+exec::StoragePtr storage_of(const at::Tensor& tensor) { return storage_of(tensor.storage()); }
+
+exec::TensorView view_of(const at::Tensor& tensor) {
+  exec::TensorView view;
+  view.storage = storage_of(tensor);
+  view.dtype = to_dtype(tensor.scalar_type());
+  view.layout.sizes.assign(tensor.sizes().begin(), tensor.sizes().end());
+  view.layout.strides.assign(tensor.strides().begin(), tensor.strides().end());
+  view.layout.offset = tensor.storage_offset();
+  return view;
+}
+
+int current_device() { return t_current_device; }
+void set_current_device(int device) { t_current_device = device; }
+
+int device_count() {
+  if (!runtime::Client::available()) return 0;
+  return runtime::Client::get().device_count();
+}
+
+MemoryStats memory_stats(int device) {
+  std::lock_guard<std::mutex> lock(g_stats_mutex);
+  return g_stats[device];
+}
+
+void reset_peak_memory(int device) {
+  std::lock_guard<std::mutex> lock(g_stats_mutex);
+  g_stats[device].peak = g_stats[device].allocated;
+}
+
+void set_memory_limit(int device, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(g_stats_mutex);
+  g_stats[device].limit = bytes;
+}
+
+}  // namespace tpu::aten

@@ -1,0 +1,95 @@
+// The executor: turns one ATen call into a program, finds it in the cache or lowers and compiles
+// it, runs it on the storages' buffers and installs the results.
+//
+// One recording path, three flush policies: strict runs each op as it comes without waiting,
+// debug also waits for it and checks for errors, and defer-and-fuse (a later step) will keep the
+// recorded ops pending until a sync point. Torch-free: the ATen layer fills an OpCall.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lowering/registry.h"
+#include "lowering/view_access.h"
+#include "runtime/runtime.h"
+
+namespace tpu::exec {
+
+enum class Mode : uint8_t { Debug = 0, Strict = 1, Fused = 2 };
+Mode current_mode();  // per thread, like autocast state
+void set_mode(Mode mode);
+void set_default_mode(Mode mode);  // for threads that never chose one
+
+// A storage's device value: a 1-D buffer of `dtype`, or nothing before the first write (reads as
+// zeros, which is what PyTorch's uninitialised memory may hold anyway).
+struct Storage {
+  int device = 0;
+  int64_t nbytes = 0;
+  DType dtype = DType::U8;
+  runtime::BufferPtr buffer;
+  int64_t length_as(DType t) const { return nbytes / itemsize(t); }
+};
+using StoragePtr = std::shared_ptr<Storage>;
+
+struct TensorView {
+  StoragePtr storage;
+  DType dtype = DType::F32;
+  lowering::ViewLayout layout;
+};
+
+// A number passed to the program at run time: never part of the program's key.
+struct RuntimeNumber {
+  DType dtype = DType::F64;  // F64, I64 or Bool
+  double f = 0;
+  int64_t i = 0;
+};
+
+struct OpCall {
+  std::string name;      // schema name, e.g. "add_"
+  std::string overload;  // e.g. "Tensor"
+  const lowering::Entry* lowering = nullptr;
+  std::vector<lowering::Arg> args;  // Tensor / Number / TensorList args point into inputs / numbers
+  std::vector<TensorView> inputs;
+  std::vector<RuntimeNumber> numbers;
+  std::vector<lowering::Output> outputs;
+  std::vector<TensorView> destinations;  // one per output; a null storage skips that output
+  uint64_t seed = 0;                     // random lowerings only
+  uint64_t offset = 0;
+  int device = 0;
+};
+
+// Where the user's Python code called us, for error messages ("" if unknown). Installed by the
+// Python bindings; the executor only calls it when it is about to raise.
+using LocationProvider = std::string (*)();
+void set_location_provider(LocationProvider provider);
+
+// Raised for errors in a program's compilation or execution, with the op and the user's line.
+class OpError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+void run(const OpCall& call);
+
+// dst := src (any view, any dtype, same device): the copy kernel's device part.
+void copy_view(const TensorView& src, const TensorView& dst);
+
+// A buffer holding the view's elements densely in row-major order, in the view's dtype.
+runtime::BufferPtr dense_buffer(const TensorView& view);
+
+// Waits for every program launched on `device` (-1: all devices); raises their errors.
+void synchronize(int device);
+
+struct Counters {
+  int64_t ops = 0;
+  int64_t cache_hits = 0;
+  int64_t cache_misses = 0;
+  double compile_seconds = 0;
+  int64_t executions = 0;
+};
+Counters counters();
+void reset_counters();
+
+}  // namespace tpu::exec

@@ -1,0 +1,462 @@
+// Indexing and rearranging: cat, index_select, gather, scatter, scatter_add, index_add,
+// advanced indexing (index.Tensor, index_put), constant_pad_nd, flip, roll, tril / triu, arange,
+// clone, sort and topk.
+#include <algorithm>
+
+#include "lowering/helpers.h"
+
+namespace tpu::lowering {
+namespace {
+
+using hlo::Builder;
+using Kind = Arg::Kind;
+
+Value as_output(Context& ctx, Value v, size_t i = 0) {
+  const Output& out = ctx.outputs.at(i);
+  return ctx.b.reshape(ctx.b.convert(v, out.dtype), out.dims);
+}
+
+Value at_least_1d(Builder& b, Value x) { return b.rank(x) == 0 ? b.reshape(x, {1}) : x; }
+
+Dims iota_dims(int64_t n) {
+  Dims dims;
+  for (int64_t d = 0; d < n; ++d) dims.push_back(d);
+  return dims;
+}
+
+Dims all_but(int64_t rank, int64_t skipped) {
+  Dims dims;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != skipped) dims.push_back(d);
+  }
+  return dims;
+}
+
+Dims broadcast_shape(const Dims& a, const Dims& b) {
+  Dims out = a.size() >= b.size() ? a : b;
+  const Dims& shorter = a.size() >= b.size() ? b : a;
+  size_t lead = out.size() - shorter.size();
+  for (size_t i = 0; i < shorter.size(); ++i) {
+    if (out[lead + i] == 1) out[lead + i] = shorter[i];
+  }
+  return out;
+}
+
+// Combines updates into `self` on a duplicate-free path for bools, where add means or.
+std::string accumulate_combiner(DType dtype, bool multiply = false) {
+  if (dtype == DType::Bool) return multiply ? "stablehlo.and" : "stablehlo.or";
+  return multiply ? "stablehlo.multiply" : "stablehlo.add";
+}
+
+// cat(tensors, dim): every input converted to the result dtype. Inputs without elements add
+// nothing (this also covers the legacy 1-D empty tensors of any other shape).
+std::vector<Value> lower_cat(Context& ctx) {
+  Builder& b = ctx.b;
+  const Output& out = ctx.outputs.at(0);
+  if (numel(out.dims) == 0) return {b.zeros(ctx.out_type())};
+  int64_t dim = wrap_dim(ctx.int_arg(1, 0), static_cast<int64_t>(out.dims.size()));
+  std::vector<Value> parts;
+  for (Value v : ctx.arg(0).values) {
+    if (v.valid() && numel(b.dims(v)) > 0) parts.push_back(b.convert(v, out.dtype));
+  }
+  return {as_output(ctx, b.concatenate(parts, dim))};
+}
+
+// The [*index_shape, rank] coordinates that address self[..., index, ...] along `dim`, with the
+// other coordinates running over index's own positions (gather / scatter along a dim).
+Value coordinates_along(Builder& b, Value index, int64_t dim, int64_t rank) {
+  Dims shape = b.dims(index);
+  Dims column = shape;
+  column.push_back(1);
+  std::vector<Value> coordinates;
+  for (int64_t d = 0; d < rank; ++d) {
+    Value c = d == dim ? b.convert(index, DType::I64) : b.iota({DType::I64, shape}, d);
+    coordinates.push_back(b.reshape(c, column));
+  }
+  return b.concatenate(coordinates, rank);
+}
+
+// index_select(self, dim, index)
+std::vector<Value> lower_index_select(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = at_least_1d(b, ctx.tensor(0));
+  int64_t rank = b.rank(x);
+  int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
+  Value index = ctx.tensor(2);
+  int64_t count = numel(b.dims(index));
+  if (count == 0 || numel(b.dims(x)) == 0) return {b.zeros(ctx.out_type())};
+  Dims slice = b.dims(x), result = b.dims(x);
+  slice[dim] = 1;
+  result[dim] = count;
+  Builder::GatherDims g{all_but(rank, dim), {dim}, {dim}, 1};
+  Value rows = b.reshape(b.convert(index, DType::I64), {count, 1});
+  return {as_output(ctx, b.gather(x, rows, g, slice, result))};
+}
+
+// gather(self, dim, index, sparse_grad): out[i][j] = self[i][index[i][j]] for dim 1.
+std::vector<Value> lower_gather(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = at_least_1d(b, ctx.tensor(0));
+  Value index = at_least_1d(b, ctx.tensor(2));
+  int64_t rank = b.rank(x);
+  if (b.rank(index) != rank) throw Unsupported(ctx.op + ": index rank differs from self");
+  if (numel(b.dims(index)) == 0) return {b.zeros(ctx.out_type())};
+  int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
+  Builder::GatherDims g{{}, iota_dims(rank), iota_dims(rank), rank};
+  Value points = coordinates_along(b, index, dim, rank);
+  return {as_output(ctx, b.gather(x, points, g, Dims(rank, 1), b.dims(index)))};
+}
+
+// Scatters `updates` (shaped like index) into self along `dim`.
+Value scatter_along(Builder& b, Value self, int64_t dim, Value index, Value updates,
+                    const std::string& combiner) {
+  int64_t rank = b.rank(self);
+  Builder::ScatterDims s{{}, iota_dims(rank), iota_dims(rank), rank};
+  return b.scatter(self, coordinates_along(b, index, dim, rank), updates, s, combiner);
+}
+
+// scatter (self, dim, index, src | value[, reduce]) and scatter_add (self, dim, index, src). A
+// src larger than index contributes only its index-shaped corner.
+std::vector<Value> scatter_family(Context& ctx, bool add) {
+  Builder& b = ctx.b;
+  Value self = at_least_1d(b, ctx.tensor(0));
+  Value index = at_least_1d(b, ctx.tensor(2));
+  DType dtype = b.dtype(self);
+  int64_t rank = b.rank(self);
+  if (b.rank(index) != rank) throw Unsupported(ctx.op + ": index rank differs from self");
+  if (numel(b.dims(index)) == 0) return {as_output(ctx, self)};
+  int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
+  const Dims& index_dims = b.dims(index);
+  Value updates;
+  if (ctx.arg(3).kind == Kind::Number || b.rank(ctx.tensor(3)) == 0) {
+    updates = cast_to(b, b.reshape(ctx.tensor(3), {}), dtype, index_dims);
+  } else {
+    Value src = b.convert(ctx.tensor(3), dtype);
+    updates = b.slice(src, Dims(rank, 0), index_dims, Dims(rank, 1));
+  }
+  std::string combiner = add ? accumulate_combiner(dtype) : "";
+  if (ctx.has(4) && ctx.arg(4).kind == Kind::String) {
+    const std::string& reduce = ctx.arg(4).s;
+    if (reduce == "add") {
+      combiner = accumulate_combiner(dtype);
+    } else if (reduce == "multiply") {
+      combiner = accumulate_combiner(dtype, true);
+    } else {
+      throw Unsupported(ctx.op + ": reduce=" + reduce);
+    }
+  }
+  return {as_output(ctx, scatter_along(b, self, dim, index, updates, combiner))};
+}
+
+std::vector<Value> lower_scatter(Context& ctx) { return scatter_family(ctx, false); }
+std::vector<Value> lower_scatter_add(Context& ctx) { return scatter_family(ctx, true); }
+
+// index_add(self, dim, index, source, alpha): self[..., index[i], ...] += alpha * source[..., i, ...]
+std::vector<Value> lower_index_add(Context& ctx) {
+  Builder& b = ctx.b;
+  Value self = at_least_1d(b, ctx.tensor(0));
+  DType dtype = b.dtype(self);
+  if (dtype == DType::Bool) throw Unsupported(ctx.op + ": bool");
+  int64_t rank = b.rank(self);
+  int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
+  Value index = ctx.tensor(2);
+  int64_t count = numel(b.dims(index));
+  if (count == 0) return {as_output(ctx, self)};
+  Value source = b.reshape(b.convert(ctx.tensor(3), dtype), [&] {
+    Dims d = b.dims(self);
+    d[dim] = count;
+    return d;
+  }());
+  Value alpha = ctx.has(4) ? operand_as(ctx, 4, dtype, b.dims(source)) : Value{};
+  if (alpha.valid()) source = b.mul(source, alpha);
+  Builder::ScatterDims s{all_but(rank, dim), {dim}, {dim}, 1};
+  Value rows = b.reshape(b.convert(index, DType::I64), {count, 1});
+  return {as_output(ctx, b.scatter(self, rows, source, s, "stablehlo.add"))};
+}
+
+// Advanced indexing with integer tensors (the Tensor?[] of index / index_put). The index tensors
+// broadcast to one shape B; self[indices] is B in place of the indexed dims when those are
+// adjacent, and B in front of the remaining dims otherwise.
+struct AdvancedIndex {
+  Value points;            // [*B, k] int64 coordinates into the indexed dims
+  Dims indexed;            // the dims of self that are indexed
+  Dims result_dims;        // shape of self[indices]
+  Dims window_positions;   // where self's remaining dims sit in the result
+  int64_t batch_rank = 0;  // rank of B
+};
+
+bool is_mask(DType dtype) { return dtype == DType::Bool || dtype == DType::U8; }
+
+AdvancedIndex advanced_index(Context& ctx, Value self, const std::vector<Value>& list) {
+  Builder& b = ctx.b;
+  const Dims& shape = b.dims(self);
+  int64_t rank = b.rank(self);
+  if (static_cast<int64_t>(list.size()) > rank) throw Unsupported(ctx.op + ": too many indices");
+  AdvancedIndex a;
+  Dims batch;
+  for (size_t d = 0; d < list.size(); ++d) {
+    if (!list[d].valid()) continue;
+    if (is_mask(b.dtype(list[d]))) throw Unsupported(ctx.op + ": boolean mask index");
+    a.indexed.push_back(static_cast<int64_t>(d));
+    batch = a.indexed.size() == 1 ? b.dims(list[d]) : broadcast_shape(batch, b.dims(list[d]));
+  }
+  if (a.indexed.empty()) throw Unsupported(ctx.op + ": no index tensor");
+  a.batch_rank = static_cast<int64_t>(batch.size());
+
+  Dims column = batch;
+  column.push_back(1);
+  std::vector<Value> coordinates;
+  for (int64_t d : a.indexed) {
+    Value i = b.convert(list[d], DType::I64);
+    // Negative indices count from the end.
+    Value size = b.full(static_cast<double>(shape[d]), b.type(i));
+    i = b.select(b.compare(i, b.zeros(b.type(i)), "LT"), b.add(i, size), i);
+    coordinates.push_back(b.reshape(b.broadcast_to(i, batch), column));
+  }
+  a.points = b.concatenate(coordinates, a.batch_rank);
+
+  bool adjacent = a.indexed.back() - a.indexed.front() + 1 == static_cast<int64_t>(a.indexed.size());
+  int64_t insert_at = adjacent ? a.indexed.front() : 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == insert_at) a.result_dims.insert(a.result_dims.end(), batch.begin(), batch.end());
+    if (std::find(a.indexed.begin(), a.indexed.end(), d) != a.indexed.end()) continue;
+    a.window_positions.push_back(static_cast<int64_t>(a.result_dims.size()));
+    a.result_dims.push_back(shape[d]);
+  }
+  return a;
+}
+
+// index.Tensor(self, indices)
+std::vector<Value> lower_index(Context& ctx) {
+  Builder& b = ctx.b;
+  Value self = ctx.tensor(0);
+  AdvancedIndex a = advanced_index(ctx, self, ctx.arg(1).values);
+  if (numel(a.result_dims) == 0 || numel(b.dims(self)) == 0) return {b.zeros(ctx.out_type())};
+  Dims slice = b.dims(self);
+  for (int64_t d : a.indexed) slice[d] = 1;
+  Builder::GatherDims g{a.window_positions, a.indexed, a.indexed, a.batch_rank};
+  return {as_output(ctx, b.gather(self, a.points, g, slice, a.result_dims))};
+}
+
+// self[mask] = values for a single boolean mask whose values do not depend on how many
+// elements the mask selects (they broadcast over the dims after the mask): a select.
+Value masked_put(Context& ctx, Value self, size_t position, Value mask, Value values,
+                 bool accumulate) {
+  Builder& b = ctx.b;
+  const Dims& shape = b.dims(self);
+  int64_t mask_rank = b.rank(mask);
+  int64_t trailing = b.rank(self) - static_cast<int64_t>(position) - mask_rank;
+  Dims value_dims = b.dims(values);
+  while (!value_dims.empty() && value_dims.front() == 1 &&
+         static_cast<int64_t>(value_dims.size()) > trailing) {
+    value_dims.erase(value_dims.begin());
+  }
+  if (trailing < 0 || static_cast<int64_t>(value_dims.size()) > trailing) {
+    throw Unsupported(ctx.op + ": boolean mask with per-element values");
+  }
+  Dims mapping;
+  for (int64_t d = 0; d < mask_rank; ++d) {
+    int64_t target = static_cast<int64_t>(position) + d;
+    if (b.dims(mask)[d] != shape[target]) throw Unsupported(ctx.op + ": mask shape mismatch");
+    mapping.push_back(target);
+  }
+  Value where = b.broadcast_in_dim(b.convert(mask, DType::Bool), shape, mapping);
+  Value spread = cast_to(b, b.reshape(values, value_dims), b.dtype(self), shape);
+  if (accumulate) spread = b.binary(accumulate_combiner(b.dtype(self)), self, spread);
+  return b.select(where, spread, self);
+}
+
+// index_put(self, indices, values, accumulate) and _index_put_impl(..., unsafe).
+std::vector<Value> lower_index_put(Context& ctx) {
+  Builder& b = ctx.b;
+  Value self = ctx.tensor(0);
+  const std::vector<Value>& list = ctx.arg(1).values;
+  Value values = ctx.tensor(2);
+  bool accumulate = ctx.bool_arg(3, false);
+  std::vector<size_t> given;
+  for (size_t d = 0; d < list.size(); ++d) {
+    if (list[d].valid()) given.push_back(d);
+  }
+  if (given.size() == 1 && is_mask(b.dtype(list[given[0]]))) {
+    return {as_output(ctx, masked_put(ctx, self, given[0], list[given[0]], values, accumulate))};
+  }
+  AdvancedIndex a = advanced_index(ctx, self, list);
+  if (numel(a.result_dims) == 0) return {as_output(ctx, self)};
+  Value updates = cast_to(b, values, b.dtype(self), a.result_dims);
+  Builder::ScatterDims s{a.window_positions, a.indexed, a.indexed, a.batch_rank};
+  std::string combiner = accumulate ? accumulate_combiner(b.dtype(self)) : "";
+  return {as_output(ctx, b.scatter(self, a.points, updates, s, combiner))};
+}
+
+// constant_pad_nd(self, pad, value): pad pairs run from the last dim backwards; negative
+// amounts crop.
+std::vector<Value> lower_constant_pad_nd(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  const Dims& pad = ctx.arg(1).ints;
+  int64_t rank = b.rank(x);
+  if (pad.size() % 2 != 0 || static_cast<int64_t>(pad.size()) > 2 * rank) {
+    throw Unsupported(ctx.op + ": malformed pad");
+  }
+  Dims low(rank, 0), high(rank, 0);
+  for (size_t i = 0; i < pad.size() / 2; ++i) {
+    int64_t d = rank - 1 - static_cast<int64_t>(i);
+    low[d] = pad[2 * i];
+    high[d] = pad[2 * i + 1];
+  }
+  Value fill = ctx.has(2) ? b.convert(b.reshape(ctx.tensor(2), {}), b.dtype(x))
+                          : b.constant(0, b.dtype(x));
+  if (numel(ctx.outputs.at(0).dims) == 0) return {b.zeros(ctx.out_type())};
+  return {as_output(ctx, b.pad(x, fill, low, high, Dims(rank, 0)))};
+}
+
+// flip(self, dims)
+std::vector<Value> lower_flip(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  Dims dims = b.rank(x) == 0 ? Dims{} : reduction_dims(ctx, 1, b.rank(x));
+  if (ctx.arg(1).ints.empty()) dims.clear();
+  return {as_output(ctx, b.reverse(x, dims))};
+}
+
+Value roll_dim(Builder& b, Value x, int64_t dim, int64_t shift) {
+  int64_t n = b.dims(x)[dim];
+  if (n == 0) return x;
+  int64_t s = ((shift % n) + n) % n;
+  if (s == 0) return x;
+  int64_t rank = b.rank(x);
+  Dims start(rank, 0), limit = b.dims(x), strides(rank, 1);
+  start[dim] = n - s;
+  Value tail = b.slice(x, start, limit, strides);
+  start[dim] = 0;
+  limit[dim] = n - s;
+  Value head = b.slice(x, start, limit, strides);
+  return b.concatenate({tail, head}, dim);
+}
+
+// roll(self, shifts, dims): no dims rolls the flattened tensor.
+std::vector<Value> lower_roll(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  const Dims& shifts = ctx.arg(1).ints;
+  const Dims& dims = ctx.has(2) ? ctx.arg(2).ints : Dims{};
+  if (dims.empty()) {
+    if (shifts.size() != 1) throw Unsupported(ctx.op + ": shifts without dims");
+    Value flat = b.reshape(x, {numel(b.dims(x))});
+    return {as_output(ctx, roll_dim(b, flat, 0, shifts[0]))};
+  }
+  if (shifts.size() != dims.size()) throw Unsupported(ctx.op + ": shifts and dims differ");
+  for (size_t i = 0; i < dims.size(); ++i) {
+    x = roll_dim(b, x, wrap_dim(dims[i], b.rank(x)), shifts[i]);
+  }
+  return {as_output(ctx, x)};
+}
+
+// tril / triu(self, diagonal): keep elements on one side of a diagonal of the last two dims.
+std::vector<Value> triangle(Context& ctx, bool lower) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  int64_t rank = b.rank(x);
+  if (rank < 2) throw Unsupported(ctx.op + ": rank < 2");
+  TensorType positions{DType::I64, b.dims(x)};
+  Value offset = b.sub(b.iota(positions, rank - 1), b.iota(positions, rank - 2));
+  Value diagonal = b.full(static_cast<double>(ctx.int_arg(1, 0)), positions);
+  Value keep = b.compare(offset, diagonal, lower ? "LE" : "GE");
+  return {as_output(ctx, b.select(keep, x, b.zeros(b.type(x))))};
+}
+
+std::vector<Value> lower_tril(Context& ctx) { return triangle(ctx, true); }
+std::vector<Value> lower_triu(Context& ctx) { return triangle(ctx, false); }
+
+// arange(end), arange(start, end), arange(start, end, step): the leading numbers, with the
+// length and dtype from the meta function. Floating results are computed in f64, integer ones
+// in i64 with start and step truncated first, as PyTorch does.
+std::vector<Value> lower_arange(Context& ctx) {
+  Builder& b = ctx.b;
+  const Output& out = ctx.outputs.at(0);
+  size_t numbers = 0;
+  while (numbers < 3 && ctx.has(numbers) && ctx.arg(numbers).kind == Kind::Number) ++numbers;
+  if (numbers == 0 || out.dims.size() != 1) throw Unsupported(ctx.op + ": unexpected arguments");
+  DType compute = is_floating(out.dtype) ? DType::F64 : DType::I64;
+  if (!is_floating(out.dtype) && !is_integral(out.dtype)) throw Unsupported(ctx.op + ": dtype");
+  TensorType type{compute, out.dims};
+  Value start = numbers >= 2 ? operand_as(ctx, 0, compute, out.dims) : b.zeros(type);
+  Value step = numbers == 3 ? operand_as(ctx, 2, compute, out.dims) : b.full(1, type);
+  return {as_output(ctx, b.add(start, b.mul(b.iota(type, 0), step)))};
+}
+
+// clone(self, memory_format): the value itself; layout is the storage's business.
+std::vector<Value> lower_clone(Context& ctx) { return {as_output(ctx, ctx.tensor(0))}; }
+
+// Values sorted along `dim` with their original int64 positions; stable. NaN sorts above every
+// number, as in PyTorch.
+std::pair<Value, Value> sort_along(Builder& b, Value x, int64_t dim, bool descending) {
+  Value positions = b.iota({DType::I64, b.dims(x)}, dim);
+  TensorType scalar{b.dtype(x), {}}, index_scalar{DType::I64, {}};
+  bool floating = is_floating(b.dtype(x));
+  hlo::RegionRef comparator = b.region(
+      {scalar, scalar, index_scalar, index_scalar}, [&](Builder& r, const std::vector<Value>& a) {
+        Value lhs = a[0], rhs = a[1];
+        Value before = r.compare(lhs, rhs, descending ? "GT" : "LT");
+        if (floating) {
+          Value lhs_nan = r.compare(lhs, lhs, "NE"), rhs_nan = r.compare(rhs, rhs, "NE");
+          Value nan_first = descending ? r.binary("stablehlo.and", lhs_nan, r.unary("stablehlo.not", rhs_nan))
+                                       : r.binary("stablehlo.and", r.unary("stablehlo.not", lhs_nan), rhs_nan);
+          before = r.binary("stablehlo.or", before, nan_first);
+        }
+        return std::vector<Value>{before};
+      });
+  auto sorted = b.op("stablehlo.sort", {x, positions}, {b.type(x), b.type(positions)},
+                     "dimension = " + std::to_string(dim) + " : i64, is_stable = true",
+                     {comparator});
+  return {sorted[0], sorted[1]};
+}
+
+// sort(self, dim, descending) and sort.stable(self, stable, dim, descending).
+std::vector<Value> lower_sort(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = at_least_1d(b, ctx.tensor(0));
+  if (is_complex(b.dtype(x))) throw Unsupported(ctx.op + ": complex");
+  size_t dim_index = ctx.args.size() >= 4 ? 2 : 1;
+  int64_t dim = wrap_dim(ctx.int_arg(dim_index, -1), b.rank(x));
+  auto [values, indices] = sort_along(b, x, dim, ctx.bool_arg(dim_index + 1, false));
+  return {as_output(ctx, values, 0), as_output(ctx, indices, 1)};
+}
+
+// topk(self, k, dim, largest, sorted): the first k of a stable sort.
+std::vector<Value> lower_topk(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = at_least_1d(b, ctx.tensor(0));
+  if (is_complex(b.dtype(x))) throw Unsupported(ctx.op + ": complex");
+  int64_t k = ctx.int_arg(1, 1);
+  int64_t dim = wrap_dim(ctx.int_arg(2, -1), b.rank(x));
+  auto [values, indices] = sort_along(b, x, dim, ctx.bool_arg(3, true));
+  int64_t rank = b.rank(x);
+  Dims limit = b.dims(x);
+  limit[dim] = k;
+  auto first_k = [&](Value v) { return b.slice(v, Dims(rank, 0), limit, Dims(rank, 1)); };
+  return {as_output(ctx, first_k(values), 0), as_output(ctx, first_k(indices), 1)};
+}
+
+}  // namespace
+
+TPU_LOWERING("cat", lower_cat);
+TPU_LOWERING("index_select", lower_index_select);
+TPU_LOWERING("gather", lower_gather);
+TPU_LOWERING("scatter", lower_scatter);
+TPU_LOWERING("scatter_add", lower_scatter_add);
+TPU_LOWERING("index_add", lower_index_add);
+TPU_LOWERING("index", lower_index);
+TPU_LOWERING("index_put", lower_index_put);
+TPU_LOWERING("_index_put_impl", lower_index_put);
+TPU_LOWERING("constant_pad_nd", lower_constant_pad_nd);
+TPU_LOWERING("flip", lower_flip);
+TPU_LOWERING("roll", lower_roll);
+TPU_LOWERING("tril", lower_tril);
+TPU_LOWERING("triu", lower_triu);
+TPU_LOWERING("arange", lower_arange);
+TPU_LOWERING("clone", lower_clone);
+TPU_LOWERING("sort", lower_sort);
+TPU_LOWERING("topk", lower_topk);
+
+}  // namespace tpu::lowering

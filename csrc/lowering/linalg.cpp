@@ -1,0 +1,73 @@
+// Matrix products: mm, bmm, dot, mv and their scaled-accumulate forms addmm, baddbmm, addbmm,
+// addmv. Half-precision products accumulate in f32 and round once at the end.
+#include "lowering/helpers.h"
+
+namespace tpu::lowering {
+namespace {
+
+using hlo::Builder;
+
+struct Contraction {
+  Dims lhs_batch, rhs_batch, lhs_contract, rhs_contract;
+};
+
+const Contraction kMatrixMatrix{{}, {}, {1}, {0}};        // [n,k] x [k,m]
+const Contraction kBatched{{0}, {0}, {2}, {1}};           // [b,n,k] x [b,k,m]
+const Contraction kBatchSummed{{}, {}, {0, 2}, {0, 1}};   // sum_b [b,n,k] x [b,k,m]
+const Contraction kVectorVector{{}, {}, {0}, {0}};        // [k] x [k]
+const Contraction kMatrixVector{{}, {}, {1}, {0}};        // [n,k] x [k]
+
+// The product of args[lhs] and args[rhs] in the dtype it accumulates in.
+Value product(Context& ctx, size_t lhs, size_t rhs, const Contraction& c) {
+  Builder& b = ctx.b;
+  Value a = ctx.tensor(lhs), m = ctx.tensor(rhs);
+  DType operand = promote_types(b.dtype(a), b.dtype(m));
+  if (operand == DType::Bool) throw Unsupported(ctx.op + ": bool operands");
+  DType acc = operand == DType::F16 || operand == DType::BF16 ? DType::F32 : operand;
+  return b.dot_general(b.convert(a, operand), b.convert(m, operand), c.lhs_batch, c.rhs_batch,
+                       c.lhs_contract, c.rhs_contract, acc);
+}
+
+Value as_output(Context& ctx, Value v) {
+  const Output& out = ctx.outputs.at(0);
+  return ctx.b.reshape(ctx.b.convert(v, out.dtype), out.dims);
+}
+
+// (self, a, b[, out_dtype], *, beta, alpha) -> beta * self + alpha * (a @ b). beta == 0 drops
+// self entirely, NaN and inf included, as PyTorch does; beta and alpha are runtime numbers.
+std::vector<Value> lower_scaled_accumulate(Context& ctx, const Contraction& c) {
+  Builder& b = ctx.b;
+  Value prod = product(ctx, 1, 2, c);
+  TensorType type = b.type(prod);
+  size_t beta_index = ctx.has(3) && ctx.arg(3).kind == Arg::Kind::ScalarType ? 4 : 3;
+  auto number = [&](size_t i) {
+    return ctx.has(i) ? operand_as(ctx, i, type.dtype, type.dims) : b.full(1, type);
+  };
+  Value beta = number(beta_index), alpha = number(beta_index + 1);
+  Value self = operand_as(ctx, 0, type.dtype, type.dims);
+  Value zero = b.zeros(type);
+  Value scaled_self = b.select(b.compare(beta, zero, "EQ"), zero, b.mul(beta, self));
+  return {as_output(ctx, b.add(scaled_self, b.mul(alpha, prod)))};
+}
+
+std::vector<Value> lower_mm(Context& ctx) { return {as_output(ctx, product(ctx, 0, 1, kMatrixMatrix))}; }
+std::vector<Value> lower_bmm(Context& ctx) { return {as_output(ctx, product(ctx, 0, 1, kBatched))}; }
+std::vector<Value> lower_dot(Context& ctx) { return {as_output(ctx, product(ctx, 0, 1, kVectorVector))}; }
+std::vector<Value> lower_mv(Context& ctx) { return {as_output(ctx, product(ctx, 0, 1, kMatrixVector))}; }
+std::vector<Value> lower_addmm(Context& ctx) { return lower_scaled_accumulate(ctx, kMatrixMatrix); }
+std::vector<Value> lower_baddbmm(Context& ctx) { return lower_scaled_accumulate(ctx, kBatched); }
+std::vector<Value> lower_addbmm(Context& ctx) { return lower_scaled_accumulate(ctx, kBatchSummed); }
+std::vector<Value> lower_addmv(Context& ctx) { return lower_scaled_accumulate(ctx, kMatrixVector); }
+
+}  // namespace
+
+TPU_LOWERING("mm", lower_mm);
+TPU_LOWERING("bmm", lower_bmm);
+TPU_LOWERING("dot", lower_dot);
+TPU_LOWERING("mv", lower_mv);
+TPU_LOWERING("addmm", lower_addmm);
+TPU_LOWERING("baddbmm", lower_baddbmm);
+TPU_LOWERING("addbmm", lower_addbmm);
+TPU_LOWERING("addmv", lower_addmv);
+
+}  // namespace tpu::lowering

@@ -1,0 +1,417 @@
+// Reductions: sums, means, products, extremes and their indices, boolean reductions, variance,
+// logsumexp, softmax and its gradients, cumulative sums and products, vector norms.
+#include <cstddef>
+
+#include "lowering/helpers.h"
+
+namespace tpu::lowering {
+namespace {
+
+using hlo::Builder;
+using Kind = Arg::Kind;
+
+// PyTorch's CPU kernels accumulate half-precision reductions in f32.
+DType accumulation_type(DType dtype) {
+  return dtype == DType::F16 || dtype == DType::BF16 ? DType::F32 : dtype;
+}
+
+void require_arithmetic(const Context& ctx, DType dtype) {
+  if (dtype == DType::Bool || is_complex(dtype)) {
+    throw Unsupported(ctx.op + ": " + mlir_name(dtype) + " is not lowered");
+  }
+}
+
+void require_floating(const Context& ctx, DType dtype) {
+  if (!is_floating(dtype)) throw Unsupported(ctx.op + ": " + mlir_name(dtype) + " is not lowered");
+}
+
+Dims all_dims(int64_t rank) {
+  Dims dims;
+  for (int64_t d = 0; d < rank; ++d) dims.push_back(d);
+  return dims;
+}
+
+int64_t count_over(const Dims& shape, const Dims& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= shape[d];
+  return n;
+}
+
+// Rank-0 values become [1] so that a dim argument of 0 or -1 has something to reduce over.
+Value at_least_1d(Builder& b, Value x) { return b.rank(x) == 0 ? b.reshape(x, {1}) : x; }
+
+// `x` cast to the result dtype first (PyTorch's dtype= semantics), then widened to accumulate.
+Value reduction_input(Builder& b, Value x, DType result) {
+  return b.convert(b.convert(x, result), accumulation_type(result));
+}
+
+// `v` in the dtype and shape of result `i` (keepdim and rank-0 results are reshapes).
+Value as_output(Context& ctx, Value v, size_t i = 0) {
+  const Output& out = ctx.outputs.at(i);
+  return ctx.b.reshape(ctx.b.convert(v, out.dtype), out.dims);
+}
+
+Value reduce_with(Builder& b, Value x, const Dims& dims, const char* combiner, double init) {
+  if (dims.empty()) return x;
+  return b.reduce(x, b.constant(init, b.dtype(x)), dims, combiner);
+}
+
+Value sum_over(Builder& b, Value x, const Dims& dims) {
+  return reduce_with(b, x, dims, "stablehlo.add", 0);
+}
+
+Value extreme_over(Builder& b, Value x, const Dims& dims, bool is_max) {
+  DType dtype = b.dtype(x);
+  if (dtype == DType::Bool) {
+    return reduce_with(b, x, dims, is_max ? "stablehlo.or" : "stablehlo.and", is_max ? 0 : 1);
+  }
+  return reduce_with(b, x, dims, is_max ? "stablehlo.maximum" : "stablehlo.minimum",
+                     is_max ? lowest(dtype) : highest(dtype));
+}
+
+// A value reduced over `dims` of `full`, broadcast back to `full`.
+Value expand_back(Builder& b, Value reduced, const Dims& full, const Dims& dims) {
+  return b.broadcast_to(keep_dims(b, reduced, full, dims), full);
+}
+
+Value logical_or(Builder& b, Value x, Value y) { return b.binary("stablehlo.or", x, y); }
+Value logical_and(Builder& b, Value x, Value y) { return b.binary("stablehlo.and", x, y); }
+Value is_nan(Builder& b, Value x) { return b.compare(x, x, "NE"); }
+
+// sum, mean and prod: (self, dtype) reduces every dim, (self, dim, keepdim, dtype) the given ones.
+Dims summed_dims(const Context& ctx, Value x) {
+  int64_t rank = ctx.b.rank(x);
+  return ctx.args.size() <= 2 ? all_dims(rank) : reduction_dims(ctx, 1, rank);
+}
+
+std::vector<Value> lower_sum(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  DType out = ctx.outputs.at(0).dtype;
+  require_arithmetic(ctx, out);
+  return {as_output(ctx, sum_over(b, reduction_input(b, x, out), summed_dims(ctx, x)))};
+}
+
+std::vector<Value> lower_mean(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  DType out = ctx.outputs.at(0).dtype;
+  require_floating(ctx, out);
+  Dims dims = summed_dims(ctx, x);
+  Value total = sum_over(b, reduction_input(b, x, out), dims);
+  Value count = b.full(static_cast<double>(count_over(b.dims(x), dims)), b.type(total));
+  return {as_output(ctx, b.div(total, count))};
+}
+
+std::vector<Value> lower_prod(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  DType out = ctx.outputs.at(0).dtype;
+  require_arithmetic(ctx, out);
+  Value input = reduction_input(b, x, out);
+  return {as_output(ctx, reduce_with(b, input, summed_dims(ctx, x), "stablehlo.multiply", 1))};
+}
+
+std::vector<Value> lower_amax_amin(Context& ctx, bool is_max) {
+  Value x = ctx.tensor(0);
+  if (is_complex(ctx.b.dtype(x))) throw Unsupported(ctx.op + ": complex");
+  Dims dims = reduction_dims(ctx, 1, ctx.b.rank(x));
+  return {as_output(ctx, extreme_over(ctx.b, x, dims, is_max))};
+}
+
+std::vector<Value> lower_amax(Context& ctx) { return lower_amax_amin(ctx, true); }
+std::vector<Value> lower_amin(Context& ctx) { return lower_amax_amin(ctx, false); }
+
+// The first maximum (minimum) along `dim` and its int64 index. NaN beats every number, so a
+// NaN wins both reductions, as in PyTorch.
+std::pair<Value, Value> arg_extreme(Builder& b, Value x, int64_t dim, bool is_max) {
+  DType dtype = b.dtype(x);
+  Value index = b.iota({DType::I64, b.dims(x)}, dim);
+  bool floating = is_floating(dtype);
+  auto body = [&](Builder& r, const std::vector<Value>& a) {
+    Value best = a[0], best_index = a[1], candidate = a[2], candidate_index = a[3];
+    Value better = r.compare(candidate, best, is_max ? "GT" : "LT");
+    Value tied = r.compare(candidate, best, "EQ");
+    if (floating) {
+      Value candidate_nan = is_nan(r, candidate), best_nan = is_nan(r, best);
+      better = logical_or(r, better,
+                          logical_and(r, candidate_nan, r.unary("stablehlo.not", best_nan)));
+      tied = logical_or(r, tied, logical_and(r, candidate_nan, best_nan));
+    }
+    Value earlier = r.compare(candidate_index, best_index, "LT");
+    Value take = logical_or(r, better, logical_and(r, tied, earlier));
+    return std::vector<Value>{r.select(take, candidate, best),
+                              r.select(take, candidate_index, best_index)};
+  };
+  Value init = b.constant(is_max ? lowest(dtype) : highest(dtype), dtype);
+  Value init_index = b.constant(highest(DType::I64), DType::I64);
+  auto results = b.reduce({x, index}, {init, init_index}, {dim}, body);
+  return {results[0], results[1]};
+}
+
+// max / min: the full reduction (self), the elementwise form (self, other) and the dim form
+// (self, dim, keepdim) -> (values, indices) all arrive under one name.
+std::vector<Value> lower_max_min(Context& ctx, bool is_max) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  if (is_complex(b.dtype(x))) throw Unsupported(ctx.op + ": complex");
+  if (ctx.args.size() == 1) return {as_output(ctx, extreme_over(b, x, all_dims(b.rank(x)), is_max))};
+  Kind second = ctx.arg(1).kind;
+  if (second == Kind::Tensor || second == Kind::Number) {
+    const Output& out = ctx.outputs.at(0);
+    Value lhs = operand_as(ctx, 0, out.dtype, out.dims);
+    Value rhs = operand_as(ctx, 1, out.dtype, out.dims);
+    if (out.dtype == DType::Bool) return {is_max ? logical_or(b, lhs, rhs) : logical_and(b, lhs, rhs)};
+    return {is_max ? b.max(lhs, rhs) : b.min(lhs, rhs)};
+  }
+  Value input = at_least_1d(b, x);
+  int64_t dim = wrap_dim(ctx.int_arg(1, 0), b.rank(input));
+  auto [values, indices] = arg_extreme(b, input, dim, is_max);
+  return {as_output(ctx, values, 0), as_output(ctx, indices, 1)};
+}
+
+std::vector<Value> lower_max(Context& ctx) { return lower_max_min(ctx, true); }
+std::vector<Value> lower_min(Context& ctx) { return lower_max_min(ctx, false); }
+
+// argmax / argmin (self, dim?, keepdim): no dim means the index into the flattened tensor.
+std::vector<Value> lower_arg_extreme(Context& ctx, bool is_max) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  if (is_complex(b.dtype(x))) throw Unsupported(ctx.op + ": complex");
+  Value input = ctx.has(1) ? at_least_1d(b, x) : b.reshape(x, {numel(b.dims(x))});
+  int64_t dim = ctx.has(1) ? wrap_dim(ctx.int_arg(1, 0), b.rank(input)) : 0;
+  return {as_output(ctx, arg_extreme(b, input, dim, is_max).second)};
+}
+
+std::vector<Value> lower_argmax(Context& ctx) { return lower_arg_extreme(ctx, true); }
+std::vector<Value> lower_argmin(Context& ctx) { return lower_arg_extreme(ctx, false); }
+
+// any / all: (self), (self, dim, keepdim) and (self, dim?, keepdim). The result is bool, except
+// uint8 in uint8 out.
+std::vector<Value> lower_any_all(Context& ctx, bool is_any) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  Dims dims = ctx.args.size() == 1 ? all_dims(b.rank(x)) : reduction_dims(ctx, 1, b.rank(x));
+  return {as_output(ctx, extreme_over(b, b.convert(x, DType::Bool), dims, is_any))};
+}
+
+std::vector<Value> lower_any(Context& ctx) { return lower_any_all(ctx, true); }
+std::vector<Value> lower_all(Context& ctx) { return lower_any_all(ctx, false); }
+
+// var / std / var_mean / std_mean: (self, unbiased), (self, dim, unbiased, keepdim) and
+// (self, dim, correction?, keepdim). The correction is a runtime number; no correction means 1.
+std::vector<Value> lower_variance(Context& ctx, bool take_sqrt, bool with_mean) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  DType out = ctx.outputs.at(0).dtype;
+  require_floating(ctx, b.dtype(x));
+  DType acc = accumulation_type(out);
+  Value input = reduction_input(b, x, out);
+  const Dims& shape = b.dims(x);
+
+  bool whole = ctx.args.size() <= 2;
+  Dims dims = whole ? all_dims(b.rank(x)) : reduction_dims(ctx, 1, b.rank(x));
+  size_t correction_index = whole ? 1 : 2;
+  Value correction;
+  if (ctx.has(correction_index) && ctx.arg(correction_index).kind == Kind::Number) {
+    correction = b.convert(ctx.tensor(correction_index), acc);
+  } else {
+    correction = b.constant(ctx.bool_arg(correction_index, true) ? 1.0 : 0.0, acc);
+  }
+
+  double count = static_cast<double>(count_over(shape, dims));
+  Value sum = sum_over(b, input, dims);
+  Value mean = b.div(sum, b.full(count, b.type(sum)));
+  Value centered = b.sub(input, expand_back(b, mean, shape, dims));
+  Value squares = sum_over(b, b.mul(centered, centered), dims);
+  Value divisor = b.max(b.sub(b.constant(count, acc), correction), b.constant(0, acc));
+  Value result = b.div(squares, b.broadcast_to(divisor, b.dims(squares)));
+  if (take_sqrt) result = b.unary("stablehlo.sqrt", result);
+  if (!with_mean) return {as_output(ctx, result)};
+  return {as_output(ctx, result, 0), as_output(ctx, mean, 1)};
+}
+
+std::vector<Value> lower_var(Context& ctx) { return lower_variance(ctx, false, false); }
+std::vector<Value> lower_std(Context& ctx) { return lower_variance(ctx, true, false); }
+std::vector<Value> lower_var_mean(Context& ctx) { return lower_variance(ctx, false, true); }
+std::vector<Value> lower_std_mean(Context& ctx) { return lower_variance(ctx, true, true); }
+
+// log(sum(exp(x))) shifted by the max, with a zero shift where the max is infinite so that
+// all -inf gives -inf and any +inf gives +inf.
+std::vector<Value> lower_logsumexp(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  DType out = ctx.outputs.at(0).dtype;
+  require_floating(ctx, out);
+  Value input = reduction_input(b, x, out);
+  const Dims& shape = b.dims(input);
+  Dims dims = reduction_dims(ctx, 1, b.rank(input));
+  if (dims.empty()) return {as_output(ctx, input)};
+  Value peak = extreme_over(b, input, dims, true);
+  Value infinite = b.compare(b.unary("stablehlo.abs", peak),
+                             b.full(highest(b.dtype(peak)), b.type(peak)), "EQ");
+  Value shift = b.select(infinite, b.zeros(b.type(peak)), peak);
+  Value exps = b.unary("stablehlo.exponential", b.sub(input, expand_back(b, shift, shape, dims)));
+  Value result = b.add(b.unary("stablehlo.log", sum_over(b, exps, dims)), shift);
+  return {as_output(ctx, result)};
+}
+
+// Softmax family: (self, dim, half_to_float); the result dtype comes from the meta function.
+struct SoftmaxParts {
+  Value shifted;  // x - max(x)
+  Value exps;     // exp(shifted)
+  Value sum_exp;  // sum(exps), broadcast back
+};
+
+SoftmaxParts softmax_parts(Context& ctx) {
+  Builder& b = ctx.b;
+  DType out = ctx.outputs.at(0).dtype;
+  require_floating(ctx, out);
+  Value input = at_least_1d(b, reduction_input(b, ctx.tensor(0), out));
+  int64_t dim = wrap_dim(ctx.int_arg(1, -1), b.rank(input));
+  const Dims& shape = b.dims(input);
+  Value shifted = b.sub(input, expand_back(b, extreme_over(b, input, {dim}, true), shape, {dim}));
+  Value exps = b.unary("stablehlo.exponential", shifted);
+  return {shifted, exps, expand_back(b, sum_over(b, exps, {dim}), shape, {dim})};
+}
+
+std::vector<Value> lower_softmax(Context& ctx) {
+  SoftmaxParts parts = softmax_parts(ctx);
+  return {as_output(ctx, ctx.b.div(parts.exps, parts.sum_exp))};
+}
+
+std::vector<Value> lower_log_softmax(Context& ctx) {
+  SoftmaxParts parts = softmax_parts(ctx);
+  return {as_output(ctx, ctx.b.sub(parts.shifted, ctx.b.unary("stablehlo.log", parts.sum_exp)))};
+}
+
+// (grad_output, output, dim, input_dtype): both gradients need sum over dim of a product.
+struct SoftmaxGradInputs {
+  Value grad, output;
+  int64_t dim;
+};
+
+SoftmaxGradInputs softmax_grad_inputs(Context& ctx) {
+  Builder& b = ctx.b;
+  Value grad = ctx.tensor(0), output = ctx.tensor(1);
+  DType acc = accumulation_type(promote_types(b.dtype(grad), b.dtype(output)));
+  require_floating(ctx, acc);
+  grad = at_least_1d(b, b.convert(grad, acc));
+  output = at_least_1d(b, b.convert(output, acc));
+  return {grad, output, wrap_dim(ctx.int_arg(2, -1), b.rank(grad))};
+}
+
+std::vector<Value> lower_softmax_backward(Context& ctx) {
+  Builder& b = ctx.b;
+  auto [grad, output, dim] = softmax_grad_inputs(ctx);
+  const Dims& shape = b.dims(grad);
+  Value dot = expand_back(b, sum_over(b, b.mul(grad, output), {dim}), shape, {dim});
+  return {as_output(ctx, b.mul(output, b.sub(grad, dot)))};
+}
+
+std::vector<Value> lower_log_softmax_backward(Context& ctx) {
+  Builder& b = ctx.b;
+  auto [grad, output, dim] = softmax_grad_inputs(ctx);
+  const Dims& shape = b.dims(grad);
+  Value total = expand_back(b, sum_over(b, grad, {dim}), shape, {dim});
+  return {as_output(ctx, b.sub(grad, b.mul(b.unary("stablehlo.exponential", output), total)))};
+}
+
+// Inclusive scan along `dim` as a reduce_window whose window covers everything up to each
+// position (XLA rewrites long scan windows into a tree on CPU and GPU).
+Value scan(Builder& b, Value x, int64_t dim, const char* combiner, double init) {
+  int64_t rank = b.rank(x);
+  int64_t n = b.dims(x)[dim];
+  if (numel(b.dims(x)) == 0 || n == 1) return x;
+  Dims window(rank, 1), strides(rank, 1);
+  window[dim] = n;
+  std::string padding = "dense<[";
+  for (int64_t d = 0; d < rank; ++d) {
+    padding += d ? ", [" : "[";
+    padding += std::to_string(d == dim ? n - 1 : 0) + ", 0]";
+  }
+  padding += "]> : tensor<" + std::to_string(rank) + "x2xi64>";
+  TensorType scalar{b.dtype(x), {}};
+  hlo::RegionRef body = b.region({scalar, scalar}, [&](Builder& r, const std::vector<Value>& a) {
+    return std::vector<Value>{r.binary(combiner, a[0], a[1])};
+  });
+  return b.op1("stablehlo.reduce_window", {x, b.constant(init, scalar.dtype)}, b.type(x),
+               "window_dimensions = " + hlo::i64_array(window) +
+                   ", window_strides = " + hlo::i64_array(strides) + ", padding = " + padding,
+               {body});
+}
+
+// cumsum / cumprod (self, dim, dtype?).
+std::vector<Value> lower_cumulative(Context& ctx, const char* combiner, double init) {
+  Builder& b = ctx.b;
+  DType out = ctx.outputs.at(0).dtype;
+  require_arithmetic(ctx, out);
+  Value input = at_least_1d(b, reduction_input(b, ctx.tensor(0), out));
+  int64_t dim = wrap_dim(ctx.int_arg(1, 0), b.rank(input));
+  return {as_output(ctx, scan(b, input, dim, combiner, init))};
+}
+
+std::vector<Value> lower_cumsum(Context& ctx) { return lower_cumulative(ctx, "stablehlo.add", 0); }
+std::vector<Value> lower_cumprod(Context& ctx) {
+  return lower_cumulative(ctx, "stablehlo.multiply", 1);
+}
+
+// linalg_vector_norm(self, ord, dim?, keepdim, dtype?). `ord` is a runtime number, so every
+// kind of norm is computed and the right one selected: max |x| for inf, min |x| for -inf, the
+// count of non-zeros for 0, (sum |x|^ord)^(1/ord) otherwise.
+std::vector<Value> lower_linalg_vector_norm(Context& ctx) {
+  Builder& b = ctx.b;
+  DType out = ctx.outputs.at(0).dtype;
+  require_floating(ctx, out);
+  require_floating(ctx, b.dtype(ctx.tensor(0)));
+  Value magnitude = b.unary("stablehlo.abs", reduction_input(b, ctx.tensor(0), out));
+  DType acc = b.dtype(magnitude);
+  Dims dims = reduction_dims(ctx, 2, b.rank(magnitude));
+  Value ord = b.convert(ctx.tensor(1), acc);
+
+  Value powered = b.binary("stablehlo.power", magnitude, b.broadcast_to(ord, b.dims(magnitude)));
+  Value sum = sum_over(b, powered, dims);
+  const Dims& reduced_shape = b.dims(sum);
+  auto spread = [&](Value scalar) { return b.broadcast_to(scalar, reduced_shape); };
+  Value inverse_ord = b.div(b.constant(1, acc), ord);
+  Value p_norm = b.binary("stablehlo.power", sum, spread(inverse_ord));
+  Value nonzero = b.convert(b.convert(magnitude, DType::Bool), acc);
+  Value zero_norm = sum_over(b, nonzero, dims);
+  Value inf_norm = extreme_over(b, magnitude, dims, true);
+  Value neg_inf_norm = extreme_over(b, magnitude, dims, false);
+
+  auto ord_is = [&](double v) { return spread(b.compare(ord, b.constant(v, acc), "EQ")); };
+  double inf = highest(acc);
+  Value result = b.select(ord_is(0), zero_norm, p_norm);
+  result = b.select(ord_is(inf), inf_norm, result);
+  result = b.select(ord_is(-inf), neg_inf_norm, result);
+  return {as_output(ctx, result)};
+}
+
+}  // namespace
+
+TPU_LOWERING("sum", lower_sum);
+TPU_LOWERING("mean", lower_mean);
+TPU_LOWERING("prod", lower_prod);
+TPU_LOWERING("amax", lower_amax);
+TPU_LOWERING("amin", lower_amin);
+TPU_LOWERING("max", lower_max);
+TPU_LOWERING("min", lower_min);
+TPU_LOWERING("argmax", lower_argmax);
+TPU_LOWERING("argmin", lower_argmin);
+TPU_LOWERING("any", lower_any);
+TPU_LOWERING("all", lower_all);
+TPU_LOWERING("var", lower_var);
+TPU_LOWERING("std", lower_std);
+TPU_LOWERING("var_mean", lower_var_mean);
+TPU_LOWERING("std_mean", lower_std_mean);
+TPU_LOWERING("logsumexp", lower_logsumexp);
+TPU_LOWERING("_softmax", lower_softmax);
+TPU_LOWERING("_log_softmax", lower_log_softmax);
+TPU_LOWERING("_softmax_backward_data", lower_softmax_backward);
+TPU_LOWERING("_log_softmax_backward_data", lower_log_softmax_backward);
+TPU_LOWERING("cumsum", lower_cumsum);
+TPU_LOWERING("cumprod", lower_cumprod);
+TPU_LOWERING("linalg_vector_norm", lower_linalg_vector_norm);
+
+}  // namespace tpu::lowering

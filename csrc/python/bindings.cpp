@@ -1,0 +1,131 @@
+// torch_tpu._C: the few entry points the Python layer needs. Everything here is thin glue.
+#include <Python.h>
+#include <frameobject.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/Generator.h>
+
+#include "aten/lowered_dispatch.h"
+#include "aten/tpu_tensor.h"
+#include "cache/program_cache.h"
+
+namespace py = pybind11;
+
+namespace tpu::aten {
+void register_hooks();
+}
+
+namespace {
+
+bool is_internal(const std::string& file) {
+  return file.find("/torch/") != std::string::npos || file.find("/torch_tpu/") != std::string::npos ||
+         file.find("<frozen") != std::string::npos;
+}
+
+// "file.py:12" of the innermost frame outside torch and torch_tpu, for error messages.
+std::string python_location() {
+  if (!Py_IsInitialized()) return "";
+  PyGILState_STATE gil = PyGILState_Ensure();
+  std::string where;
+  PyFrameObject* frame = PyEval_GetFrame();
+  Py_XINCREF(frame);
+  while (frame) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    const char* file = PyUnicode_AsUTF8(code->co_filename);
+    std::string name = file ? file : "";
+    int line = PyFrame_GetLineNumber(frame);
+    Py_DECREF(code);
+    if (!is_internal(name)) {
+      where = name + ":" + std::to_string(line);
+      break;
+    }
+    PyFrameObject* back = PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(frame);
+  if (PyErr_Occurred()) PyErr_Clear();
+  PyGILState_Release(gil);
+  return where;
+}
+
+py::dict metrics() {
+  auto c = tpu::exec::counters();
+  py::dict d;
+  d["ops"] = c.ops;
+  d["cache_hits"] = c.cache_hits;
+  d["cache_misses"] = c.cache_misses;
+  d["compiles"] = c.cache_misses;
+  d["compile_seconds"] = c.compile_seconds;
+  d["executions"] = c.executions;
+  d["cache_entries"] = tpu::cache::ProgramCache::get().size();
+  return d;
+}
+
+py::dict memory_stats(int device) {
+  auto s = tpu::aten::memory_stats(device);
+  py::dict d;
+  d["allocated_bytes.all.current"] = s.allocated;
+  d["allocated_bytes.all.peak"] = s.peak;
+  d["allocation.all.allocated"] = s.allocations;
+  d["limit_bytes"] = s.limit;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  tpu::aten::register_hooks();
+  tpu::exec::set_location_provider(&python_location);
+
+  m.def("_set_plugin_candidates", [](const std::vector<std::pair<std::string, std::string>>& candidates) {
+    std::vector<tpu::runtime::PluginCandidate> list;
+    for (const auto& [kind, path] : candidates) list.push_back({kind, path});
+    tpu::runtime::set_plugin_candidates(std::move(list));
+  });
+  m.def("_is_available", [] { return tpu::runtime::Client::available(); });
+  m.def("_unavailable_reason", [] { return tpu::runtime::Client::unavailable_reason(); });
+  m.def("_device_count", [] { return tpu::aten::device_count(); });
+  m.def("_platform", [] { return tpu::runtime::Client::get().platform(); });
+  m.def("_platform_version", [] { return tpu::runtime::Client::get().platform_version(); });
+  m.def("_plugin_path", [] { return tpu::runtime::Client::get().plugin_path(); });
+  m.def("_device_kind", [](int device) { return tpu::runtime::Client::get().device_kind(device); });
+  m.def("_api_version", [] {
+    auto& c = tpu::runtime::Client::get();
+    return std::make_pair(c.api_major(), c.api_minor());
+  });
+  m.def("_current_device", [] { return tpu::aten::current_device(); });
+  m.def("_set_device", [](int device) {
+    int count = tpu::aten::device_count();
+    if (device < 0 || device >= count) {
+      throw py::value_error("tpu device index " + std::to_string(device) + " is out of range: " +
+                            std::to_string(count) + " device(s) available");
+    }
+    tpu::aten::set_current_device(device);
+  });
+  m.def("_synchronize", [](int device) {
+    py::gil_scoped_release no_gil;
+    tpu::exec::synchronize(device);
+  });
+  m.def("_set_mode", [](int mode) { tpu::exec::set_mode(static_cast<tpu::exec::Mode>(mode)); });
+  m.def("_set_default_mode", [](int mode) { tpu::exec::set_default_mode(static_cast<tpu::exec::Mode>(mode)); });
+  m.def("_get_mode", [] { return static_cast<int>(tpu::exec::current_mode()); });
+  m.def("_metrics", &metrics);
+  m.def("_reset_metrics", [] { tpu::exec::reset_counters(); });
+  m.def("_clear_program_cache", [] { tpu::cache::ProgramCache::get().clear(); });
+  m.def("_fallback_counts", [] { return tpu::aten::fallback_counts(); });
+  m.def("_reset_fallback_counts", [] { tpu::aten::reset_fallback_counts(); });
+  m.def("_set_fallback_warnings", [](bool enabled) { tpu::aten::set_fallback_warnings(enabled); });
+  m.def("_set_fallback_error", [](bool error) {
+    tpu::aten::set_fallback_policy(error ? tpu::aten::FallbackPolicy::Error : tpu::aten::FallbackPolicy::Allow);
+  });
+  m.def("_fallback_is_error", [] { return tpu::aten::fallback_policy() == tpu::aten::FallbackPolicy::Error; });
+  m.def("_memory_stats", &memory_stats);
+  m.def("_reset_peak_memory", [](int device) { tpu::aten::reset_peak_memory(device); });
+  m.def("_set_memory_limit", [](int device, int64_t bytes) { tpu::aten::set_memory_limit(device, bytes); });
+  m.def("_default_generator", [](int device) {
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(tpu::aten::default_generator(device)));
+  });
+  m.def("_seed_all", [](uint64_t seed) { tpu::aten::seed_all(seed); });
+  m.def("_lowered_ops", [] { return tpu::lowering::lowered_op_names(); });
+}

@@ -1,0 +1,52 @@
+"""Builds torch_tpu._C with CMake against the torch that is already installed.
+
+Install with `pip install --no-build-isolation -e .`: an isolated build environment would pull
+its own multi-GB torch. The build directory persists (build/), so rebuilds are incremental, and
+ccache is used when it is on PATH.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+class CMakeExtension(Extension):
+    def __init__(self, name):
+        super().__init__(name, sources=[])
+
+
+class CMakeBuild(build_ext):
+    def build_extension(self, ext):
+        import torch
+        from torch.utils import cpp_extension
+
+        build_dir = os.path.join(ROOT, "build")
+        os.makedirs(build_dir, exist_ok=True)
+        configure = [
+            "cmake", "-S", ROOT, "-B", build_dir,
+            "-DTORCH_INCLUDE_DIRS=" + ";".join(cpp_extension.include_paths()),
+            "-DTORCH_LIBRARY_DIR=" + os.path.join(os.path.dirname(torch.__file__), "lib"),
+            "-DTORCH_CXX11_ABI=" + str(int(torch._C._GLIBCXX_USE_CXX11_ABI)),
+            "-DPYTHON_INCLUDE_DIR=" + sysconfig.get_paths()["include"],
+        ]
+        if shutil.which("ninja"):
+            configure += ["-G", "Ninja"]
+        if not os.path.exists(os.path.join(build_dir, "CMakeCache.txt")):
+            subprocess.check_call(configure)
+        jobs = os.environ.get("TORCH_TPU_BUILD_JOBS", str(os.cpu_count() or 2))
+        subprocess.check_call(["cmake", "--build", build_dir, "--target", "_C", "core_tests", "-j", jobs])
+        target = self.get_ext_fullpath(ext.name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(os.path.join(build_dir, "_C.so"), target)
+
+
+setup(
+    ext_modules=[CMakeExtension("torch_tpu._C")],
+    cmdclass={"build_ext": CMakeBuild},
+)

@@ -1,0 +1,75 @@
+"""TorchTPU: a native PyTorch backend for XLA accelerators through PJRT.
+
+`import torch` loads this package through the `torch.backends` entry point; afterwards "tpu" is
+a device like "cuda": torch.randn(3, device="tpu"), model.to("tpu"), torch.tpu.*,
+torch.accelerator.*.
+"""
+import warnings
+
+import torch
+
+from . import _C, _plugins
+from ._modes import EagerMode, eager_mode, get_eager_mode, mode_from_environment, set_eager_mode
+
+__all__ = [
+    "EagerMode", "eager_mode", "get_eager_mode", "set_eager_mode", "fallback_counts",
+    "reset_fallback_counts", "set_fallback_warnings", "metrics", "reset_metrics",
+]
+
+
+def _register():
+    if torch._C._get_privateuse1_backend_name() != "tpu":
+        torch.utils.rename_privateuse1_backend("tpu")
+    _C._set_plugin_candidates(_plugins.candidates())
+    from . import tpu as tpu_module
+
+    torch._register_device_module("tpu", tpu_module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
+    _C._set_default_mode(mode_from_environment().value)
+
+
+def fallback_counts():
+    """{"aten::op.overload": calls} of ops that ran on the CPU because tpu has no lowering."""
+    return dict(_C._fallback_counts())
+
+
+def reset_fallback_counts():
+    _C._reset_fallback_counts()
+
+
+def set_fallback_warnings(enabled):
+    """Turns the once-per-op CPU-fallback warning on or off."""
+    _C._set_fallback_warnings(bool(enabled))
+
+
+def set_fallback_error(enabled):
+    """With True, an op that would run on the CPU raises NotImplementedError instead
+    (the same as TORCH_TPU_FALLBACK=error)."""
+    _C._set_fallback_error(bool(enabled))
+
+
+def metrics():
+    """Counters of the executor and the program cache: ops, cache_hits, cache_misses, compiles,
+    compile_seconds, executions, cache_entries."""
+    return dict(_C._metrics())
+
+
+def reset_metrics():
+    _C._reset_metrics()
+
+
+def lowered_ops():
+    """Names of the ATen ops with a tpu lowering."""
+    return list(_C._lowered_ops())
+
+
+_register()
+
+
+def _autoload():
+    """Entry point for `import torch`: importing this package has already registered "tpu"."""
+
+
+# Re-exported for `torch_tpu.is_available()` style use.
+from .tpu import device_count, is_available, platform, synchronize  # noqa: E402

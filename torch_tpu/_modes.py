@@ -1,0 +1,77 @@
+"""The eager-mode API, with the names TorchTPU's users already know.
+
+strict (DEFER_NEVER, the default) runs every op as its own program without waiting for it;
+debug (DEFER_NEVER_AND_LAUNCH_BLOCKING) also waits after every op, so an error names the op and
+the Python line that issued it; defer_and_fuse (DEFER_AND_FUSE, alias "fused") is accepted now and
+records ops for fusion once that executor policy lands (until then it runs like strict).
+The mode is per thread, like autocast state.
+"""
+import contextlib
+import enum
+import os
+
+from . import _C
+
+
+class EagerMode(enum.Enum):
+    DEFER_NEVER_AND_LAUNCH_BLOCKING = 0
+    DEFER_NEVER = 1
+    DEFER_AND_FUSE = 2
+
+
+_NAMES = {
+    "debug": EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING,
+    "strict": EagerMode.DEFER_NEVER,
+    "defer_and_fuse": EagerMode.DEFER_AND_FUSE,
+    "fused": EagerMode.DEFER_AND_FUSE,
+}
+_NAMES.update({m.name.lower(): m for m in EagerMode})
+
+
+def _resolve(mode):
+    if isinstance(mode, EagerMode):
+        return mode
+    if isinstance(mode, str) and mode.lower() in _NAMES:
+        return _NAMES[mode.lower()]
+    valid = ", ".join(sorted(repr(n) for n in _NAMES))
+    raise ValueError(f"unknown tpu eager mode {mode!r}; use a torch_tpu.EagerMode or one of {valid}")
+
+
+def set_eager_mode(mode):
+    """Selects the eager mode of the calling thread. Pending work is flushed first."""
+    resolved = _resolve(mode)
+    if _C._get_mode() != resolved.value and _C._is_available():
+        _C._synchronize(-1)
+    _C._set_mode(resolved.value)
+
+
+def get_eager_mode():
+    return EagerMode(_C._get_mode())
+
+
+@contextlib.contextmanager
+def eager_mode(mode):
+    """Runs the block in `mode`, then restores the previous mode."""
+    previous = get_eager_mode()
+    set_eager_mode(mode)
+    try:
+        yield
+    finally:
+        set_eager_mode(previous)
+
+
+def _flag(name):
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def mode_from_environment():
+    """TPU_LAUNCH_BLOCKING=1 first, then TORCH_TPU_EAGER_MODE=<name>, then
+    TORCH_TPU_DEFER_AND_FUSE=1 (or the legacy TPU_DEFER_AND_FUSE=1); strict otherwise."""
+    if _flag("TPU_LAUNCH_BLOCKING"):
+        return EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING
+    named = os.environ.get("TORCH_TPU_EAGER_MODE")
+    if named:
+        return _resolve(named)
+    if _flag("TORCH_TPU_DEFER_AND_FUSE") or _flag("TPU_DEFER_AND_FUSE"):
+        return EagerMode.DEFER_AND_FUSE
+    return EagerMode.DEFER_NEVER

@@ -1,0 +1,166 @@
+"""torch.tpu: the device module, shaped like torch.cuda."""
+import contextlib
+
+import torch
+
+from . import _C
+
+
+def is_available():
+    """True when a PJRT plugin loads and reports at least one device. Never raises."""
+    return _C._device_count() > 0
+
+
+def is_initialized():
+    return _C._is_available()
+
+
+def _lazy_init():
+    if not _C._is_available():
+        raise RuntimeError(_C._unavailable_reason() or "no PJRT plugin found for the tpu device")
+
+
+def init():
+    _lazy_init()
+
+
+def device_count():
+    return _C._device_count()
+
+
+def current_device():
+    return _C._current_device()
+
+
+def _index(device):
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != "tpu":
+        raise ValueError(f"expected a tpu device, got {device}")
+    return device.index if device.index is not None else current_device()
+
+
+def set_device(device):
+    _lazy_init()
+    _C._set_device(_index(device))
+
+
+class device:
+    """Context manager that makes `index` the current tpu device."""
+
+    def __init__(self, index):
+        self.index = _index(index)
+        self.previous = None
+
+    def __enter__(self):
+        self.previous = current_device()
+        set_device(self.index)
+
+    def __exit__(self, *exc):
+        set_device(self.previous)
+        return False
+
+
+def synchronize(device=None):
+    """Waits for every program launched on `device` (default: the current one) to finish."""
+    _lazy_init()
+    _C._synchronize(_index(device))
+
+
+def platform():
+    """The PJRT platform doing the work: 'tpu', 'cuda', 'cpu', ..."""
+    _lazy_init()
+    return _C._platform()
+
+
+def get_device_name(device=None):
+    _lazy_init()
+    return f"{_C._device_kind(_index(device))} ({_C._platform()} via PJRT)"
+
+
+def get_device_properties(device=None):
+    _lazy_init()
+    index = _index(device)
+    return {"name": _C._device_kind(index), "platform": _C._platform(),
+            "platform_version": _C._platform_version(), "index": index}
+
+
+# Random numbers: one default generator per device, seeded by torch.manual_seed.
+def _default_generator(index):
+    return _C._default_generator(index)
+
+
+def manual_seed(seed, device=None):
+    _default_generator(_index(device)).manual_seed(int(seed))
+
+
+def manual_seed_all(seed):
+    """Seeds every device's default generator, including ones first used later."""
+    _C._seed_all(int(seed))
+
+
+def seed():
+    return _default_generator(current_device()).seed()
+
+
+def seed_all():
+    manual_seed_all(seed())
+
+
+def initial_seed():
+    return _default_generator(current_device()).initial_seed()
+
+
+def get_rng_state(device=None):
+    return _default_generator(_index(device)).get_state()
+
+
+def set_rng_state(state, device=None):
+    _default_generator(_index(device)).set_state(state)
+
+
+def get_rng_state_all():
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(states):
+    for index, state in enumerate(states):
+        set_rng_state(state, index)
+
+
+def _is_in_bad_fork():
+    return False
+
+
+# Memory: live bytes of tpu storages, as the allocator counts them.
+def memory_stats(device=None):
+    return dict(_C._memory_stats(_index(device)))
+
+
+def memory_allocated(device=None):
+    return _C._memory_stats(_index(device))["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device=None):
+    return _C._memory_stats(_index(device))["allocated_bytes.all.peak"]
+
+
+def reset_peak_memory_stats(device=None):
+    _C._reset_peak_memory(_index(device))
+
+
+def set_per_process_memory_fraction(fraction, device=None):
+    """Caps this process's tpu allocations at `fraction` of the device's memory (for the CPU
+    plugin, of the host's physical memory); beyond it allocations raise torch.OutOfMemoryError."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    import os
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    _C._set_memory_limit(_index(device), int(total * fraction))
+
+
+def empty_cache():
+    """Storages free their device memory as soon as they die; nothing is held back to release."""
