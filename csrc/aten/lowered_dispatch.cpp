@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <unordered_map>
 
 #include "aten/lowered_dispatch.h"
 #include "aten/tpu_tensor.h"
@@ -64,6 +65,14 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // Thrown inside this file when the lowered path cannot take an op; the op then runs on the CPU.
 struct NotLowerable {};
 
+// One result of an op as its meta function describes it.
+struct ResultShape {
+  bool defined = false;
+  at::ScalarType dtype = at::kFloat;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+};
+
 at::Tensor meta_like(const at::Tensor& t) {
   return at::empty_strided(t.sizes(), t.strides(), at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta));
 }
@@ -76,10 +85,14 @@ class CallBuilder {
     call_.lowering = entry;
   }
 
-  // Converts the boxed arguments; returns the stack to run the meta function on.
-  torch::jit::Stack convert(at::ArrayRef<c10::IValue> args) {
-    torch::jit::Stack meta;
-    meta.reserve(args.size());
+  // Converts the boxed arguments into the call, and builds the key of their meta results.
+  void convert(at::ArrayRef<c10::IValue> args) {
+    args_ = args;
+    meta_key_.reserve(256);
+    meta_key_ += schema_.name();
+    meta_key_ += '.';
+    meta_key_ += schema_.overload_name();
+    meta_key_.push_back('\0');
     for (size_t i = 0; i < args.size(); ++i) {
       const c10::Argument& argument = schema_.arguments()[i];
       const c10::IValue& value = args[i];
@@ -89,18 +102,21 @@ class CallBuilder {
       Arg arg;
       switch (type->kind()) {
         case c10::TypeKind::TensorType:
-          meta.push_back(tensor_arg(value, argument, &arg));
+          tensor_arg(value, argument, &arg);
           break;
         case c10::TypeKind::ListType: {
           auto element = type->castRaw<c10::ListType>()->getElementType();
           if (auto optional = element->cast<c10::OptionalType>()) element = optional->getElementType();
-          meta.push_back(list_arg(value, element->kind(), &arg));
+          list_arg(value, element->kind(), &arg);
           break;
         }
         case c10::TypeKind::NumberType:
         case c10::TypeKind::FloatType:
           if (!value.isNone()) number_arg(value, &arg);
-          meta.push_back(value);
+          if (shape_depends_on_numbers() && !value.isNone()) {
+            double exact = value.toScalar().toDouble();
+            meta_key_.append(reinterpret_cast<const char*>(&exact), sizeof exact);
+          }
           break;
         case c10::TypeKind::IntType:
         case c10::TypeKind::SymIntType:
@@ -108,83 +124,106 @@ class CallBuilder {
             arg.kind = Arg::Kind::Int;
             arg.i = value.isSymInt() ? value.toSymInt().expect_int() : value.toInt();
           }
-          meta.push_back(value);
           break;
         case c10::TypeKind::ScalarTypeType:
           if (!value.isNone()) {
             arg.kind = Arg::Kind::ScalarType;
             arg.dtype = to_dtype(static_cast<at::ScalarType>(value.toInt()));
           }
-          meta.push_back(value);
           break;
         case c10::TypeKind::BoolType:
           if (!value.isNone()) {
             arg.kind = Arg::Kind::Bool;
             arg.b = value.toBool();
           }
-          meta.push_back(value);
           break;
         case c10::TypeKind::StringType:
           if (!value.isNone()) {
             arg.kind = Arg::Kind::String;
             arg.s = value.toStringRef();
           }
-          meta.push_back(value);
           break;
         case c10::TypeKind::DeviceObjType:
           if (!value.isNone()) {
             at::Device device = value.toDevice();
             if (device.type() == kTpu) use_device(device.has_index() ? device.index() : current_device());
-            meta.push_back(c10::IValue(at::Device(at::kMeta)));
-          } else {
-            meta.push_back(value);
           }
           break;
         case c10::TypeKind::GeneratorType:
           if (!value.isNone()) generator_ = value.toGenerator();
-          meta.push_back(c10::IValue());
           break;
         case c10::TypeKind::LayoutType:
         case c10::TypeKind::MemoryFormatType:
         case c10::TypeKind::NoneType:
-          meta.push_back(value);
+          if (!value.isNone()) meta_key_ += std::to_string(value.toInt());
           break;
         default:
           throw NotLowerable{};
       }
+      append_meta_key(arg, is_out ? i : -1);
       if (!is_out) call_.args.push_back(std::move(arg));
+    }
+  }
+
+  // The stack the meta function runs on: tpu tensors become meta tensors of the same layout.
+  torch::jit::Stack meta_stack() const {
+    torch::jit::Stack meta;
+    meta.reserve(args_.size());
+    for (size_t i = 0; i < args_.size(); ++i) {
+      const c10::IValue& value = args_[i];
+      if (value.isTensor() && is_tpu(value.toTensor())) {
+        meta.emplace_back(meta_like(value.toTensor()));
+      } else if (value.isTensorList()) {
+        std::vector<at::Tensor> list;
+        for (const at::Tensor& t : value.toTensorVector()) list.push_back(meta_like(t));
+        meta.emplace_back(list);
+      } else if (value.isList() && schema_.arguments()[i].real_type()->kind() == c10::TypeKind::ListType &&
+                 !value.isIntList() && !value.isBoolList() && !value.isDoubleList() && !value.isSymIntList()) {
+        c10::List<c10::optional<at::Tensor>> list;
+        for (const c10::IValue& entry : value.toListRef()) {
+          if (entry.isNone()) {
+            list.push_back(c10::nullopt);
+          } else {
+            list.push_back(meta_like(entry.toTensor()));
+          }
+        }
+        meta.emplace_back(list);
+      } else if (value.isDevice()) {
+        meta.emplace_back(at::Device(at::kMeta));
+      } else if (value.isGenerator()) {
+        meta.emplace_back();
+      } else {
+        meta.push_back(value);
+      }
     }
     return meta;
   }
 
-  // Reads the meta function's results, allocates fresh outputs and picks each result's storage.
-  std::vector<c10::IValue> plan_outputs(const torch::jit::Stack& meta_results) {
+  const std::string& meta_key() const { return meta_key_; }
+
+  // Allocates fresh outputs, resizes out= arguments, and picks each result's storage.
+  std::vector<c10::IValue> plan_outputs(const std::vector<ResultShape>& shapes) {
     std::vector<c10::IValue> results;
     const auto& returns = schema_.returns();
     for (size_t r = 0; r < returns.size(); ++r) {
       const c10::Argument& ret = returns[r];
-      if (ret.type()->kind() != c10::TypeKind::TensorType) throw NotLowerable{};
-      const c10::IValue& meta_value = meta_results[r];
+      const ResultShape& shape = shapes[r];
       if (ret.alias_info()) {
-        if (!ret.alias_info()->isWrite()) throw NotLowerable{};  // a view op: must not be copied
-        int index = aliased_argument(ret);
-        at::Tensor target = written_[index];
-        const at::Tensor& shaped = written_meta_[index];
-        if (target.sizes() != shaped.sizes()) target.resize_(shaped.sizes());
+        at::Tensor target = written_.at(aliased_argument(ret));
+        if (target.sizes() != at::IntArrayRef(shape.sizes)) target.resize_(shape.sizes);
         add_destination(target);
         results.emplace_back(target);
         continue;
       }
-      if (!meta_value.isTensor() || !meta_value.toTensor().defined()) {
+      if (!shape.defined) {
         call_.outputs.push_back({DType::F32, {}});
         call_.destinations.push_back({});
         results.emplace_back(at::Tensor());
         continue;
       }
-      const at::Tensor& shape = meta_value.toTensor();
       at::Tensor fresh = at::empty_strided(
-          shape.sizes(), shape.strides(),
-          at::TensorOptions().dtype(shape.scalar_type()).device(kTpu, static_cast<c10::DeviceIndex>(device())));
+          shape.sizes, shape.strides,
+          at::TensorOptions().dtype(shape.dtype).device(kTpu, static_cast<c10::DeviceIndex>(device())));
       add_destination(fresh);
       results.emplace_back(fresh);
     }
@@ -200,10 +239,65 @@ class CallBuilder {
     return results;
   }
 
+  // Checks that every result is a tensor this path can produce (not a view, not a list).
+  void check_returns() const {
+    for (const c10::Argument& ret : schema_.returns()) {
+      if (ret.type()->kind() != c10::TypeKind::TensorType) throw NotLowerable{};
+      if (ret.alias_info()) {
+        if (!ret.alias_info()->isWrite()) throw NotLowerable{};  // a view op: must not be copied
+        aliased_argument(ret);
+      }
+    }
+  }
+
   const exec::OpCall& call() const { return call_; }
   int device() const { return device_ < 0 ? current_device() : device_; }
 
  private:
+  // arange and friends size their result from the values of their numbers.
+  bool shape_depends_on_numbers() const {
+    const std::string& name = schema_.name();
+    return name == "aten::arange" || name == "aten::range" || name == "aten::linspace" ||
+           name == "aten::logspace";
+  }
+
+  void append_meta_key(const Arg& arg, long out_index) {
+    meta_key_.push_back(static_cast<char>(arg.kind));
+    auto append_int = [&](int64_t v) { meta_key_.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    auto append_layout = [&](const exec::TensorView& v) {
+      meta_key_.push_back(static_cast<char>(v.dtype));
+      append_int(static_cast<int64_t>(v.layout.sizes.size()));
+      for (int64_t d : v.layout.sizes) append_int(d);
+      for (int64_t d : v.layout.strides) append_int(d);
+    };
+    switch (arg.kind) {
+      case Arg::Kind::Tensor: append_layout(call_.inputs[arg.slot]); break;
+      case Arg::Kind::TensorList:
+        append_int(static_cast<int64_t>(arg.slots.size()));
+        for (int32_t slot : arg.slots) {
+          if (slot < 0) meta_key_.push_back('n'); else append_layout(call_.inputs[slot]);
+        }
+        break;
+      case Arg::Kind::Number: meta_key_.push_back(static_cast<char>(call_.numbers[arg.slot].dtype)); break;
+      case Arg::Kind::Int: append_int(arg.i); break;
+      case Arg::Kind::IntList:
+        append_int(static_cast<int64_t>(arg.ints.size()));
+        for (int64_t v : arg.ints) append_int(v);
+        break;
+      case Arg::Kind::DoubleList:
+        for (double d : arg.doubles) meta_key_.append(reinterpret_cast<const char*>(&d), sizeof d);
+        break;
+      case Arg::Kind::Bool: meta_key_.push_back(arg.b ? '1' : '0'); break;
+      case Arg::Kind::String: meta_key_ += arg.s; meta_key_.push_back('\0'); break;
+      case Arg::Kind::ScalarType: meta_key_.push_back(static_cast<char>(arg.dtype)); break;
+      case Arg::Kind::None: break;
+    }
+    if (out_index >= 0) {
+      auto it = written_.find(static_cast<int>(out_index));
+      if (it != written_.end()) append_layout(view_of(it->second));
+    }
+  }
+
   void use_device(int index) {
     if (device_ < 0) {
       device_ = index;
@@ -218,7 +312,7 @@ class CallBuilder {
     call_.destinations.push_back(view_of(t));
   }
 
-  int aliased_argument(const c10::Argument& ret) {
+  int aliased_argument(const c10::Argument& ret) const {
     for (size_t i = 0; i < schema_.arguments().size(); ++i) {
       const auto& info = schema_.arguments()[i].alias_info();
       if (info && info->isWrite() && info->beforeSets() == ret.alias_info()->beforeSets()) {
@@ -260,25 +354,21 @@ class CallBuilder {
     number_from(value.toScalar(), true, arg);
   }
 
-  c10::IValue tensor_arg(const c10::IValue& value, const c10::Argument& argument, Arg* arg) {
-    if (value.isNone()) return value;
+  void tensor_arg(const c10::IValue& value, const c10::Argument& argument, Arg* arg) {
+    if (value.isNone()) return;
     const at::Tensor& t = value.toTensor();
-    if (!t.defined()) return value;
+    if (!t.defined()) return;
     bool writes = argument.alias_info() && argument.alias_info()->isWrite();
     if (!is_tpu(t)) {
       // 0-dim CPU tensors (wrapped Python numbers included) act as numbers, as they do on CUDA.
       if (t.dim() == 0 && !writes && t.device().is_cpu()) {
         number_from(t.item(), true, arg);
-        return value;
+        return;
       }
       TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, tpu:",
                   device(), " and ", t.device(), "!");
     }
-    at::Tensor meta = meta_like(t);
-    if (writes) {
-      written_[static_cast<int>(&argument - schema_.arguments().data())] = t;
-      written_meta_[static_cast<int>(&argument - schema_.arguments().data())] = meta;
-    }
+    if (writes) written_[static_cast<int>(&argument - schema_.arguments().data())] = t;
     if (!argument.is_out()) {
       arg->kind = Arg::Kind::Tensor;
       arg->slot = add_input(t);
@@ -286,87 +376,127 @@ class CallBuilder {
     } else {
       use_device(t.device().index());
     }
-    return meta;
   }
 
-  c10::IValue list_arg(const c10::IValue& value, c10::TypeKind element, Arg* arg) {
+  void list_arg(const c10::IValue& value, c10::TypeKind element, Arg* arg) {
     switch (element) {
-      case c10::TypeKind::TensorType: {
+      case c10::TypeKind::TensorType:
         arg->kind = Arg::Kind::TensorList;
-        c10::List<c10::optional<at::Tensor>> meta_optional;
-        std::vector<at::Tensor> meta_plain;
-        bool optional_entries = !value.isTensorList();
         for (const c10::IValue& entry : value.toListRef()) {
           if (entry.isNone()) {
             arg->slots.push_back(-1);
-            meta_optional.push_back(c10::nullopt);
             continue;
           }
           const at::Tensor& t = entry.toTensor();
           if (!is_tpu(t)) throw NotLowerable{};
           arg->slots.push_back(add_input(t));
-          if (optional_entries) {
-            meta_optional.push_back(meta_like(t));
-          } else {
-            meta_plain.push_back(meta_like(t));
-          }
         }
-        if (optional_entries) return c10::IValue(meta_optional);
-        return c10::IValue(meta_plain);
-      }
+        return;
       case c10::TypeKind::IntType:
       case c10::TypeKind::SymIntType:
+        if (value.isNone()) return;
         arg->kind = Arg::Kind::IntList;
         if (value.isIntList()) {
           arg->ints = value.toIntVector();
-        } else if (!value.isNone()) {
-          for (const auto& s : value.toSymIntVector()) arg->ints.push_back(s.expect_int());
         } else {
-          arg->kind = Arg::Kind::None;
+          for (const auto& s : value.toSymIntVector()) arg->ints.push_back(s.expect_int());
         }
-        return value;
+        return;
       case c10::TypeKind::BoolType:
-        if (value.isNone()) return value;
+        if (value.isNone()) return;
         arg->kind = Arg::Kind::IntList;
         for (bool b : value.toBoolList()) arg->ints.push_back(b);
-        return value;
+        return;
       case c10::TypeKind::FloatType:
-        if (value.isNone()) return value;
+        if (value.isNone()) return;
         arg->kind = Arg::Kind::DoubleList;
         arg->doubles = value.toDoubleVector();
-        return value;
+        return;
       default:
         throw NotLowerable{};
     }
   }
 
   const c10::FunctionSchema& schema_;
+  at::ArrayRef<c10::IValue> args_;
   exec::OpCall call_;
+  std::string meta_key_;
   int device_ = -1;
   c10::optional<at::Generator> generator_;
   std::map<int, at::Tensor> written_;
-  std::map<int, at::Tensor> written_meta_;
 };
+
+// Meta results by argument layout: PyTorch's meta functions are often Python reference code that
+// costs far more than running the op, and their answer only depends on what the key records.
+class MetaCache {
+ public:
+  const std::vector<ResultShape>* find(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = shapes_.find(key);
+    return it == shapes_.end() ? nullptr : &it->second;
+  }
+  const std::vector<ResultShape>* insert(const std::string& key, std::vector<ResultShape> shapes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shapes_.size() > 65536) shapes_.clear();
+    return &(shapes_[key] = std::move(shapes));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::vector<ResultShape>> shapes_;
+};
+
+MetaCache& meta_cache() {
+  static auto* cache = new MetaCache();
+  return *cache;
+}
+
+// Runs the meta function. Raises what it raises (the same errors CPU gives for bad arguments),
+// except that a missing meta function returns nullopt: the CPU kernel then knows the shapes.
+c10::optional<std::vector<ResultShape>> run_meta(const c10::OperatorHandle& op, const CallBuilder& builder) {
+  torch::jit::Stack meta = builder.meta_stack();
+  try {
+    op.callBoxed(&meta);
+  } catch (const c10::NotImplementedError&) {
+    return c10::nullopt;
+  }
+  std::vector<ResultShape> shapes;
+  const auto& returns = op.schema().returns();
+  for (size_t r = 0; r < returns.size(); ++r) {
+    ResultShape shape;
+    const c10::IValue& value = meta[r];
+    if (value.isTensor() && value.toTensor().defined()) {
+      const at::Tensor& t = value.toTensor();
+      shape.defined = true;
+      shape.dtype = t.scalar_type();
+      shape.sizes.assign(t.sizes().begin(), t.sizes().end());
+      shape.strides.assign(t.strides().begin(), t.strides().end());
+    }
+    shapes.push_back(std::move(shape));
+  }
+  return shapes;
+}
 
 // Runs `op` through its lowering; false when it has to go to the CPU instead.
 bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const lowering::Entry* entry) {
   const size_t num_args = op.schema().arguments().size();
   CallBuilder builder(op, entry);
-  torch::jit::Stack meta;
   try {
-    meta = builder.convert(torch::jit::last(*stack, num_args));
+    builder.convert(torch::jit::last(*stack, num_args));
+    builder.check_returns();
   } catch (const NotLowerable&) {
     return false;
   }
-  try {
-    op.callBoxed(&meta);
-  } catch (const c10::NotImplementedError&) {
-    return false;  // no meta function: the CPU kernel knows the shapes
+  const std::vector<ResultShape>* shapes = meta_cache().find(builder.meta_key());
+  if (!shapes) {
+    auto computed = run_meta(op, builder);
+    if (!computed) return false;
+    shapes = meta_cache().insert(builder.meta_key(), std::move(*computed));
   }
   std::vector<c10::IValue> results;
   try {
     c10::DeviceGuard guard(c10::Device(kTpu, static_cast<c10::DeviceIndex>(builder.device())));
-    results = builder.plan_outputs(meta);
+    results = builder.plan_outputs(*shapes);
     exec::run(builder.call());
   } catch (const NotLowerable&) {
     return false;

@@ -5,6 +5,7 @@
 // assigned in creation order, so the same sequence of builder calls always prints the same text.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <string>
 #include <vector>
@@ -130,7 +131,8 @@ class Builder {
   void print_block(std::string& out, const Block& block, int indent) const;
   void print_op(std::string& out, const Operation& op, int indent) const;
 
-  std::vector<TensorType> types_;
+  // A deque, so the references type() and dims() hand out survive the creation of new values.
+  std::deque<TensorType> types_;
   std::vector<std::string> names_;
   std::vector<Block> blocks_;  // blocks_[0] is @main's body
   int32_t current_block_ = 0;

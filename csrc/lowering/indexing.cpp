@@ -126,7 +126,7 @@ std::vector<Value> scatter_family(Context& ctx, bool add) {
   if (b.rank(index) != rank) throw Unsupported(ctx.op + ": index rank differs from self");
   if (numel(b.dims(index)) == 0) return {as_output(ctx, self)};
   int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
-  const Dims& index_dims = b.dims(index);
+  Dims index_dims = b.dims(index);
   Value updates;
   if (ctx.arg(3).kind == Kind::Number || b.rank(ctx.tensor(3)) == 0) {
     updates = cast_to(b, b.reshape(ctx.tensor(3), {}), dtype, index_dims);
@@ -189,7 +189,7 @@ bool is_mask(DType dtype) { return dtype == DType::Bool || dtype == DType::U8; }
 
 AdvancedIndex advanced_index(Context& ctx, Value self, const std::vector<Value>& list) {
   Builder& b = ctx.b;
-  const Dims& shape = b.dims(self);
+  Dims shape = b.dims(self);
   int64_t rank = b.rank(self);
   if (static_cast<int64_t>(list.size()) > rank) throw Unsupported(ctx.op + ": too many indices");
   AdvancedIndex a;
@@ -243,7 +243,7 @@ std::vector<Value> lower_index(Context& ctx) {
 Value masked_put(Context& ctx, Value self, size_t position, Value mask, Value values,
                  bool accumulate) {
   Builder& b = ctx.b;
-  const Dims& shape = b.dims(self);
+  Dims shape = b.dims(self);
   int64_t mask_rank = b.rank(mask);
   int64_t trailing = b.rank(self) - static_cast<int64_t>(position) - mask_rank;
   Dims value_dims = b.dims(values);

@@ -87,7 +87,7 @@ struct Normalized {
 };
 
 Normalized normalize(Builder& b, Value x, const Dims& dims, Value eps) {
-  const Dims& shape = b.dims(x);
+  Dims shape = b.dims(x);
   Value mean = mean_over(b, x, dims);
   Value centered = b.sub(x, expand_back(b, mean, shape, dims));
   Value var = mean_over(b, b.mul(centered, centered), dims);
@@ -98,7 +98,7 @@ Normalized normalize(Builder& b, Value x, const Dims& dims, Value eps) {
 // d(loss)/dx of y = x_hat * w over `dims`, given g = grad * w and rstd broadcast to x.
 Value normalization_input_grad(Builder& b, Value scaled_grad, Value x_hat, Value rstd,
                                const Dims& dims) {
-  const Dims& shape = b.dims(scaled_grad);
+  Dims shape = b.dims(scaled_grad);
   Value mean_grad = expand_back(b, mean_over(b, scaled_grad, dims), shape, dims);
   Value mean_projection =
       expand_back(b, mean_over(b, b.mul(scaled_grad, x_hat), dims), shape, dims);
@@ -116,7 +116,7 @@ std::vector<Value> lower_native_layer_norm(Context& ctx) {
   Builder& b = ctx.b;
   DType acc = compute_type(ctx, 0);
   Value x = b.convert(ctx.tensor(0), acc);
-  const Dims& shape = b.dims(x);
+  Dims shape = b.dims(x);
   int64_t axis = b.rank(x) - static_cast<int64_t>(ctx.arg(1).ints.size());
   Dims dims = range_dims(axis, b.rank(x));
   Normalized n = normalize(b, x, dims, number(ctx, 4, acc, {}));
@@ -134,7 +134,7 @@ std::vector<Value> lower_native_layer_norm_backward(Context& ctx) {
   DType acc = compute_type(ctx, 1);
   Value grad = b.convert(ctx.tensor(0), acc);
   Value x = b.convert(ctx.tensor(1), acc);
-  const Dims& shape = b.dims(x);
+  Dims shape = b.dims(x);
   int64_t axis = b.rank(x) - static_cast<int64_t>(ctx.arg(2).ints.size());
   Dims dims = range_dims(axis, b.rank(x));
   Dims leading = range_dims(0, axis);
@@ -216,7 +216,7 @@ std::vector<Value> batch_norm(Context& ctx, const BatchNormLayout& layout) {
   Builder& b = ctx.b;
   DType acc = compute_type(ctx, 0);
   Value x = b.convert(ctx.tensor(0), acc);
-  const Dims& shape = b.dims(x);
+  Dims shape = b.dims(x);
   if (b.rank(x) < 2) throw Unsupported(ctx.op + ": input of rank < 2");
   Dims dims = all_but(b.rank(x), 1);
   bool training = layout.training >= 0 && ctx.bool_arg(layout.training, false);
@@ -246,7 +246,7 @@ std::vector<Value> batch_norm(Context& ctx, const BatchNormLayout& layout) {
                              as_output(ctx, n.mean, 1), as_output(ctx, n.rstd, 2)};
   if (layout.returns_running) {
     // running = (1 - momentum) * running + momentum * batch statistic (unbiased variance).
-    const Dims& channels = b.dims(n.mean);
+    Dims channels = b.dims(n.mean);
     Value momentum = number(ctx, layout.momentum, acc, channels);
     Value keep = b.sub(b.full(1, b.type(momentum)), momentum);
     double count = static_cast<double>(count_over(shape, dims));
@@ -293,7 +293,7 @@ std::vector<Value> lower_native_batch_norm_backward(Context& ctx) {
   DType acc = compute_type(ctx, 1);
   Value grad = b.convert(ctx.tensor(0), acc);
   Value x = b.convert(ctx.tensor(1), acc);
-  const Dims& shape = b.dims(x);
+  Dims shape = b.dims(x);
   if (b.rank(x) < 2) throw Unsupported(ctx.op + ": input of rank < 2");
   Dims dims = all_but(b.rank(x), 1);
   bool training = ctx.bool_arg(7, false);
@@ -356,7 +356,7 @@ struct NllPicks {
 NllPicks nll_picks(Context& ctx, Value input, size_t target_index, size_t weight_index,
                    int64_t ignore_index) {
   Builder& b = ctx.b;
-  const Dims& shape = b.dims(input);
+  Dims shape = b.dims(input);
   DType acc = b.dtype(input);
   int64_t class_dim = b.rank(input) == 1 ? 0 : 1;
   Value target = b.convert(ctx.tensor(target_index), DType::I64);
@@ -396,7 +396,7 @@ std::vector<Value> lower_nll_loss_backward(Context& ctx) {
   Builder& b = ctx.b;
   DType acc = compute_type(ctx, 1);
   Value input = b.convert(ctx.tensor(1), acc);
-  const Dims& shape = b.dims(input);
+  Dims shape = b.dims(input);
   Reduction reduction = reduction_arg(ctx, 4);
   NllPicks p = nll_picks(ctx, input, 2, 3, ctx.int_arg(5, -100));
   Value grad = b.convert(ctx.tensor(0), acc);

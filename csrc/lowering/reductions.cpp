@@ -60,23 +60,33 @@ Value sum_over(Builder& b, Value x, const Dims& dims) {
   return reduce_with(b, x, dims, "stablehlo.add", 0);
 }
 
-Value extreme_over(Builder& b, Value x, const Dims& dims, bool is_max) {
+Value logical_or(Builder& b, Value x, Value y) { return b.binary("stablehlo.or", x, y); }
+Value logical_and(Builder& b, Value x, Value y) { return b.binary("stablehlo.and", x, y); }
+Value is_nan(Builder& b, Value x) { return b.compare(x, x, "NE"); }
+
+// The larger (smaller) of x and y; NaN wins, as in PyTorch (XLA's maximum may drop it).
+Value extreme(Builder& b, Value x, Value y, bool is_max) {
   DType dtype = b.dtype(x);
-  if (dtype == DType::Bool) {
-    return reduce_with(b, x, dims, is_max ? "stablehlo.or" : "stablehlo.and", is_max ? 0 : 1);
-  }
-  return reduce_with(b, x, dims, is_max ? "stablehlo.maximum" : "stablehlo.minimum",
-                     is_max ? lowest(dtype) : highest(dtype));
+  if (dtype == DType::Bool) return is_max ? logical_or(b, x, y) : logical_and(b, x, y);
+  if (!is_floating(dtype)) return is_max ? b.max(x, y) : b.min(x, y);
+  Value keep_x = logical_or(b, b.compare(x, y, is_max ? "GT" : "LT"), is_nan(b, x));
+  return b.select(keep_x, x, y);
+}
+
+Value extreme_over(Builder& b, Value x, const Dims& dims, bool is_max) {
+  if (dims.empty()) return x;
+  DType dtype = b.dtype(x);
+  Value init = b.constant(is_max ? lowest(dtype) : highest(dtype), dtype);
+  auto body = [&](Builder& r, const std::vector<Value>& a) {
+    return std::vector<Value>{extreme(r, a[0], a[1], is_max)};
+  };
+  return b.reduce({x}, {init}, dims, body)[0];
 }
 
 // A value reduced over `dims` of `full`, broadcast back to `full`.
 Value expand_back(Builder& b, Value reduced, const Dims& full, const Dims& dims) {
   return b.broadcast_to(keep_dims(b, reduced, full, dims), full);
 }
-
-Value logical_or(Builder& b, Value x, Value y) { return b.binary("stablehlo.or", x, y); }
-Value logical_and(Builder& b, Value x, Value y) { return b.binary("stablehlo.and", x, y); }
-Value is_nan(Builder& b, Value x) { return b.compare(x, x, "NE"); }
 
 // sum, mean and prod: (self, dtype) reduces every dim, (self, dim, keepdim, dtype) the given ones.
 Dims summed_dims(const Context& ctx, Value x) {
@@ -161,8 +171,7 @@ std::vector<Value> lower_max_min(Context& ctx, bool is_max) {
     const Output& out = ctx.outputs.at(0);
     Value lhs = operand_as(ctx, 0, out.dtype, out.dims);
     Value rhs = operand_as(ctx, 1, out.dtype, out.dims);
-    if (out.dtype == DType::Bool) return {is_max ? logical_or(b, lhs, rhs) : logical_and(b, lhs, rhs)};
-    return {is_max ? b.max(lhs, rhs) : b.min(lhs, rhs)};
+    return {extreme(b, lhs, rhs, is_max)};
   }
   Value input = at_least_1d(b, x);
   int64_t dim = wrap_dim(ctx.int_arg(1, 0), b.rank(input));
@@ -207,7 +216,7 @@ std::vector<Value> lower_variance(Context& ctx, bool take_sqrt, bool with_mean) 
   require_floating(ctx, b.dtype(x));
   DType acc = accumulation_type(out);
   Value input = reduction_input(b, x, out);
-  const Dims& shape = b.dims(x);
+  Dims shape = b.dims(x);
 
   bool whole = ctx.args.size() <= 2;
   Dims dims = whole ? all_dims(b.rank(x)) : reduction_dims(ctx, 1, b.rank(x));
@@ -244,7 +253,7 @@ std::vector<Value> lower_logsumexp(Context& ctx) {
   DType out = ctx.outputs.at(0).dtype;
   require_floating(ctx, out);
   Value input = reduction_input(b, x, out);
-  const Dims& shape = b.dims(input);
+  Dims shape = b.dims(input);
   Dims dims = reduction_dims(ctx, 1, b.rank(input));
   if (dims.empty()) return {as_output(ctx, input)};
   Value peak = extreme_over(b, input, dims, true);
@@ -269,7 +278,7 @@ SoftmaxParts softmax_parts(Context& ctx) {
   require_floating(ctx, out);
   Value input = at_least_1d(b, reduction_input(b, ctx.tensor(0), out));
   int64_t dim = wrap_dim(ctx.int_arg(1, -1), b.rank(input));
-  const Dims& shape = b.dims(input);
+  Dims shape = b.dims(input);
   Value shifted = b.sub(input, expand_back(b, extreme_over(b, input, {dim}, true), shape, {dim}));
   Value exps = b.unary("stablehlo.exponential", shifted);
   return {shifted, exps, expand_back(b, sum_over(b, exps, {dim}), shape, {dim})};
@@ -304,7 +313,7 @@ SoftmaxGradInputs softmax_grad_inputs(Context& ctx) {
 std::vector<Value> lower_softmax_backward(Context& ctx) {
   Builder& b = ctx.b;
   auto [grad, output, dim] = softmax_grad_inputs(ctx);
-  const Dims& shape = b.dims(grad);
+  Dims shape = b.dims(grad);
   Value dot = expand_back(b, sum_over(b, b.mul(grad, output), {dim}), shape, {dim});
   return {as_output(ctx, b.mul(output, b.sub(grad, dot)))};
 }
@@ -312,7 +321,7 @@ std::vector<Value> lower_softmax_backward(Context& ctx) {
 std::vector<Value> lower_log_softmax_backward(Context& ctx) {
   Builder& b = ctx.b;
   auto [grad, output, dim] = softmax_grad_inputs(ctx);
-  const Dims& shape = b.dims(grad);
+  Dims shape = b.dims(grad);
   Value total = expand_back(b, sum_over(b, grad, {dim}), shape, {dim});
   return {as_output(ctx, b.sub(grad, b.mul(b.unary("stablehlo.exponential", output), total)))};
 }
@@ -371,7 +380,7 @@ std::vector<Value> lower_linalg_vector_norm(Context& ctx) {
 
   Value powered = b.binary("stablehlo.power", magnitude, b.broadcast_to(ord, b.dims(magnitude)));
   Value sum = sum_over(b, powered, dims);
-  const Dims& reduced_shape = b.dims(sum);
+  Dims reduced_shape = b.dims(sum);
   auto spread = [&](Value scalar) { return b.broadcast_to(scalar, reduced_shape); };
   Value inverse_ord = b.div(b.constant(1, acc), ord);
   Value p_norm = b.binary("stablehlo.power", sum, spread(inverse_ord));

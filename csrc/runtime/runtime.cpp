@@ -1,7 +1,10 @@
 #include "runtime/runtime.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -76,6 +79,30 @@ PJRT_NamedValue bool_option(const char* name, bool value) {
   v.value_size = 1;
   return v;
 }
+
+// XLA logs its start-up chatter straight to stderr before anyone could configure its logging;
+// hide it unless TORCH_TPU_PLUGIN_LOGS=1. Errors still reach us through PJRT_Error.
+class QuietStderr {
+ public:
+  QuietStderr() {
+    const char* keep = std::getenv("TORCH_TPU_PLUGIN_LOGS");
+    if (keep && *keep && *keep != '0') return;
+    std::fflush(stderr);
+    saved_ = dup(2);
+    int devnull = open("/dev/null", O_WRONLY);
+    if (saved_ >= 0 && devnull >= 0) dup2(devnull, 2);
+    if (devnull >= 0) close(devnull);
+  }
+  ~QuietStderr() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    dup2(saved_, 2);
+    close(saved_);
+  }
+
+ private:
+  int saved_ = -1;
+};
 
 bool looks_like_cpu(const PluginCandidate& c) {
   return c.kind == "cpu" || (c.kind == "override" && c.path.find("cpu") != std::string::npos);
@@ -168,6 +195,7 @@ void Client::load() {
     }
     api_ = api;
     plugin_path_ = candidate.path;
+    QuietStderr quiet;
     if (api_->PJRT_Plugin_Initialize) {
       auto init = make_args<PJRT_Plugin_Initialize_Args>();
       check(api_->PJRT_Plugin_Initialize(&init), "PJRT_Plugin_Initialize");
