@@ -4,11 +4,18 @@
 a device like "cuda": torch.randn(3, device="tpu"), model.to("tpu"), torch.tpu.*,
 torch.accelerator.*.
 """
-import warnings
 
-import torch
 
-from . import _C, _plugins
+def _autoload():
+    """Entry point for `import torch` (group torch.backends): importing this package is the work.
+
+    Defined before `import torch` because `import torch_tpu` imports torch, whose autoload then
+    looks this name up on the still partially initialised torch_tpu module."""
+
+
+import torch  # noqa: E402
+
+from . import _C, _plugins  # noqa: E402
 from ._modes import EagerMode, eager_mode, get_eager_mode, mode_from_environment, set_eager_mode
 
 __all__ = [
@@ -65,10 +72,6 @@ def lowered_ops():
 
 
 _register()
-
-
-def _autoload():
-    """Entry point for `import torch`: importing this package has already registered "tpu"."""
 
 
 # Re-exported for `torch_tpu.is_available()` style use.

@@ -78,7 +78,8 @@ def platform():
 
 def get_device_name(device=None):
     _lazy_init()
-    return f"{_C._device_kind(_index(device))} ({_C._platform()} via PJRT)"
+    kind, platform_name = _C._device_kind(_index(device)), _C._platform()
+    return f"XLA {platform_name.upper()}" if kind.lower() == platform_name else kind
 
 
 def get_device_properties(device=None):

@@ -162,6 +162,28 @@ std::string save_failed_program(const std::string& text) {
   return "";
 }
 
+// The same bytes seen as another element type (a storage read or written through view(dtype)).
+// Widths may differ: narrowing splits each element, widening joins neighbours.
+hlo::Value reinterpret(hlo::Builder& b, hlo::Value flat, DType to) {
+  DType from = b.dtype(flat);
+  if (from == to) return flat;
+  if (is_complex(from) || is_complex(to)) throw lowering::Unsupported("reinterpreting complex storage");
+  if (from == DType::Bool) return reinterpret(b, b.convert(flat, DType::U8), to);
+  if (to == DType::Bool) return b.convert(reinterpret(b, flat, DType::U8), DType::Bool);
+  int64_t n = b.dims(flat)[0];
+  int64_t from_width = itemsize(from), to_width = itemsize(to);
+  if (from_width == to_width) return b.bitcast_convert(flat, to);
+  if (from_width > to_width) {
+    int64_t ratio = from_width / to_width;
+    hlo::Value split = b.op1("stablehlo.bitcast_convert", {flat}, {to, {n, ratio}});
+    return b.reshape(split, {n * ratio});
+  }
+  int64_t ratio = to_width / from_width;
+  int64_t whole = n / ratio;
+  if (whole * ratio != n) flat = b.slice(flat, {0}, {whole * ratio}, {1});
+  return b.op1("stablehlo.bitcast_convert", {b.reshape(flat, {whole, ratio})}, {to, {whole}});
+}
+
 cache::ProgramPtr lower_and_compile(const OpCall& call, const StorageSet& storages) {
   hlo::Builder b;
   const size_t n = storages.items.size();
@@ -180,14 +202,7 @@ cache::ProgramPtr lower_and_compile(const OpCall& call, const StorageSet& storag
     int32_t s = lookup.index(view.storage.get());
     const Storage* st = storages.items[s];
     if (!st->buffer) return b.zeros({view.dtype, view.layout.sizes});
-    hlo::Value flat = base[s];
-    if (st->dtype != view.dtype) {
-      if (itemsize(st->dtype) != itemsize(view.dtype)) {
-        throw lowering::Unsupported("reading a storage through a dtype of another width");
-      }
-      flat = b.bitcast_convert(flat, view.dtype);
-    }
-    return lowering::read_view(b, flat, view.layout);
+    return lowering::read_view(b, reinterpret(b, base[s], view.dtype), view.layout);
   };
   for (auto& arg : ctx.args) {
     if (arg.kind == lowering::Arg::Kind::Tensor) {
@@ -214,20 +229,15 @@ cache::ProgramPtr lower_and_compile(const OpCall& call, const StorageSet& storag
     if (!dest.storage) continue;
     int32_t s = lookup.index(dest.storage.get());
     const Storage* st = storages.items[s];
-    DType storage_dtype = written[s] ? written_dtype[s] : (st->buffer ? st->dtype : dest.dtype);
-    if (itemsize(storage_dtype) != itemsize(dest.dtype)) {
-      // A storage first written through a dtype of another width: restart it in this one.
-      if (st->buffer || written[s]) throw lowering::Unsupported("writing a storage through a dtype of another width");
-      storage_dtype = dest.dtype;
-    }
-    hlo::Value target = current[s].valid() ? current[s]
+    // The storage takes the writer's element type; what it held is reinterpreted to match.
+    DType storage_dtype = dest.dtype;
+    hlo::Value target = current[s].valid() ? reinterpret(b, current[s], storage_dtype)
                                            : b.zeros({storage_dtype, {st->length_as(storage_dtype)}});
     hlo::Value value = results[i];
     if (b.dims(value) != call.outputs[i].dims) {
       throw std::logic_error(describe(call) + ": lowering produced a result of the wrong shape");
     }
-    value = b.bitcast_convert(b.convert(value, dest.dtype), storage_dtype);
-    if (b.dtype(target) != storage_dtype) target = b.bitcast_convert(target, storage_dtype);
+    value = b.convert(value, dest.dtype);
     current[s] = lowering::write_view(b, target, value, dest.layout);
     written[s] = true;
     written_dtype[s] = storage_dtype;
@@ -243,6 +253,9 @@ cache::ProgramPtr lower_and_compile(const OpCall& call, const StorageSet& storag
     program->output_types.push_back(b.type(current[s]));
   }
   std::string text = b.module_text(outputs);
+  // Fault injection for the tests of error reporting: TORCH_TPU_INJECT_COMPILE_FAILURE=<op name>.
+  static const char* broken_op = std::getenv("TORCH_TPU_INJECT_COMPILE_FAILURE");
+  if (broken_op && call.name == broken_op) text += "this is not StableHLO\n";
   auto start = std::chrono::steady_clock::now();
   try {
     program->executable = runtime::Client::get().compile(text);

@@ -204,7 +204,21 @@ Result float_result_of(const Context& ctx) {
   return r;
 }
 
-Value arg_as(Context& ctx, size_t i, const Result& r) { return operand_as(ctx, i, r.compute, r.dims); }
+// Operand i in the compute dtype. It is rounded to the result dtype first, as PyTorch casts every
+// operand (numbers included) to the common dtype before its f16 / bf16 kernels widen to f32.
+Value arg_as(Context& ctx, size_t i, const Result& r) {
+  return cast_to(ctx.b, ctx.b.convert(ctx.tensor(i), r.dtype), r.compute, r.dims);
+}
+
+// A scalar parameter (addcmul's value, lerp's weight) that PyTorch passes to its kernels in the
+// compute dtype without rounding it to the result dtype.
+Value param_as(Context& ctx, size_t i, const Result& r) { return operand_as(ctx, i, r.compute, r.dims); }
+
+// `v` rounded to the result dtype and widened again: reproduces the per-operation rounding of
+// PyTorch's f16 / bf16 kernels where a formula is sensitive to it.
+Value round_to_result(Builder& b, Value v, const Result& r) {
+  return b.convert(b.convert(v, r.dtype), r.compute);
+}
 
 std::vector<Value> finish(Context& ctx, const Result& r, Value v) {
   return {ctx.b.convert(v, r.dtype)};
@@ -334,10 +348,12 @@ std::vector<Value> lower_logit(Context& ctx) {
   Builder& b = ctx.b;
   Value x = arg_as(ctx, 0, r);
   if (ctx.has(1)) {
-    Value eps = arg_as(ctx, 1, r);
+    Value eps = param_as(ctx, 1, r);
     x = min_propagating_nan(b, max_propagating_nan(b, x, eps), b.sub(splat(b, 1.0, x), eps));
   }
-  return finish(ctx, r, log_of(b, b.div(x, b.sub(splat(b, 1.0, x), x))));
+  // f16 / bf16: PyTorch rounds 1 - x and the ratio to the dtype, which matters near x = 1/2.
+  Value complement = round_to_result(b, b.sub(splat(b, 1.0, x), x), r);
+  return finish(ctx, r, log_of(b, round_to_result(b, b.div(x, complement), r)));
 }
 TPU_LOWERING("logit", lower_logit);
 
@@ -548,9 +564,12 @@ Value divide(Context& ctx, const std::string& rounding_mode) {
     if (!is_floating(r.dtype)) throw Unsupported("true division with an integer result");
     q = b.div(x, y);
   } else if (rounding_mode == "trunc") {
-    q = is_floating(r.dtype) ? trunc_float(b, b.div(x, y)) : b.div(x, y);
+    // f16 / bf16: the quotient is rounded to the dtype before truncation, as in PyTorch.
+    q = is_floating(r.dtype) ? trunc_float(b, round_to_result(b, b.div(x, y), r)) : b.div(x, y);
   } else if (rounding_mode == "floor") {
-    q = is_floating(r.dtype) ? floor_divide_float(b, x, y) : floor_divide_int(b, x, y);
+    // f16 / bf16: PyTorch runs each step of the floor division in the dtype itself.
+    q = is_floating(r.dtype) ? floor_divide_float(b, b.convert(x, r.dtype), b.convert(y, r.dtype))
+                             : floor_divide_int(b, x, y);
   } else {
     throw Unsupported("div with rounding_mode " + rounding_mode);
   }
@@ -810,18 +829,18 @@ std::vector<Value> lower_addcmul(Context& ctx) {
   Builder& b = ctx.b;
   if (r.dtype == DType::Bool) throw Unsupported("addcmul of bool tensors");
   Value scaled = arg_as(ctx, 1, r);
-  if (ctx.has(3)) scaled = b.mul(arg_as(ctx, 3, r), scaled);
+  if (ctx.has(3)) scaled = b.mul(param_as(ctx, 3, r), scaled);
   return finish(ctx, r, b.add(arg_as(ctx, 0, r), b.mul(scaled, arg_as(ctx, 2, r))));
 }
 TPU_LOWERING("addcmul", lower_addcmul);
 
-// addcdiv(self, tensor1, tensor2, value) = self + value * (tensor1 / tensor2)
+// addcdiv(self, tensor1, tensor2, value) = self + value * tensor1 / tensor2
 std::vector<Value> lower_addcdiv(Context& ctx) {
   Result r = float_result_of(ctx);
   Builder& b = ctx.b;
-  Value quotient = b.div(arg_as(ctx, 1, r), arg_as(ctx, 2, r));
-  if (ctx.has(3)) quotient = b.mul(arg_as(ctx, 3, r), quotient);
-  return finish(ctx, r, b.add(arg_as(ctx, 0, r), quotient));
+  Value numerator = arg_as(ctx, 1, r);
+  if (ctx.has(3)) numerator = b.mul(param_as(ctx, 3, r), numerator);
+  return finish(ctx, r, b.add(arg_as(ctx, 0, r), b.div(numerator, arg_as(ctx, 2, r))));
 }
 TPU_LOWERING("addcdiv", lower_addcdiv);
 
@@ -829,7 +848,7 @@ TPU_LOWERING("addcdiv", lower_addcdiv);
 std::vector<Value> lower_lerp(Context& ctx) {
   Result r = float_result_of(ctx);
   Builder& b = ctx.b;
-  Value start = arg_as(ctx, 0, r), end = arg_as(ctx, 1, r), weight = arg_as(ctx, 2, r);
+  Value start = arg_as(ctx, 0, r), end = arg_as(ctx, 1, r), weight = param_as(ctx, 2, r);
   Value diff = b.sub(end, start);
   Value from_start = b.add(start, b.mul(weight, diff));
   Value from_end = b.sub(end, b.mul(diff, b.sub(splat(b, 1, weight), weight)));

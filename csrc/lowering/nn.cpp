@@ -382,7 +382,11 @@ std::vector<Value> lower_nll_loss_forward(Context& ctx) {
   Value zeros = b.zeros(b.type(input));
   Value picked = sum_over(b, b.select(p.chosen, b.mul(input, p.class_weight), zeros), {p.class_dim});
   Value loss = b.unary("stablehlo.negate", picked);
-  if (reduction == kNone) return {as_output(ctx, loss, 0), b.zeros(ctx.out_type(1))};
+  if (reduction == kNone) {
+    // PyTorch reports the weight of a lone sample, and 0 for a batch.
+    Value total_weight = b.rank(input) == 1 ? p.sample_weight : b.zeros(ctx.out_type(1));
+    return {as_output(ctx, loss, 0), as_output(ctx, total_weight, 1)};
+  }
   Dims all = range_dims(0, b.rank(loss));
   Value total_weight = sum_over(b, p.sample_weight, all);
   Value total = sum_over(b, loss, all);
