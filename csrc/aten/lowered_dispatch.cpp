@@ -477,6 +477,25 @@ c10::optional<std::vector<ResultShape>> run_meta(const c10::OperatorHandle& op, 
   return shapes;
 }
 
+// Checks that PyTorch makes in CPU kernels rather than in meta functions, so the meta call alone
+// would let them pass.
+void check_like_cpu_kernels(const exec::OpCall& call) {
+  static const std::set<std::string> same_dtype_ops = {"mm", "bmm", "addmm", "addmm_", "baddbmm", "baddbmm_",
+                                                        "addbmm", "dot", "vdot", "mv", "addmv"};
+  if (!same_dtype_ops.count(call.name)) return;
+  const exec::TensorView* first = nullptr;
+  for (const auto& arg : call.args) {
+    if (arg.kind != Arg::Kind::Tensor) continue;
+    const exec::TensorView& view = call.inputs[arg.slot];
+    if (!first) {
+      first = &view;
+      continue;
+    }
+    TORCH_CHECK(view.dtype == first->dtype, "expected m1 and m2 to have the same dtype, but got: ",
+                to_scalar_type(first->dtype), " != ", to_scalar_type(view.dtype));
+  }
+}
+
 // Runs `op` through its lowering; false when it has to go to the CPU instead.
 bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const lowering::Entry* entry) {
   const size_t num_args = op.schema().arguments().size();
@@ -487,6 +506,7 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   } catch (const NotLowerable&) {
     return false;
   }
+  check_like_cpu_kernels(builder.call());
   const std::vector<ResultShape>* shapes = meta_cache().find(builder.meta_key());
   if (!shapes) {
     auto computed = run_meta(op, builder);

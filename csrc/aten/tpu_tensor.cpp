@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/util/Exception.h>
 
 namespace tpu::aten {
@@ -145,18 +146,43 @@ void delete_storage(void* raw) {
   auto* context = static_cast<StorageContext*>(raw);
   {
     std::lock_guard<std::mutex> lock(g_stats_mutex);
-    g_stats[context->storage->device].allocated -= context->storage->nbytes;
+    MemoryStats& stats = g_stats[context->storage->device];
+    stats.bytes.decrease(static_cast<size_t>(context->storage->nbytes));
+    stats.allocations.decrease(1);
   }
   address_space().give_back(context->address, context->span);
   delete context;
 }
 
-class TpuAllocator final : public c10::Allocator {
+// Also a DeviceAllocator, which is what torch.accelerator.memory_* reads. Storages release their
+// device buffers when they die, so there is no cache to empty and reserved equals allocated.
+class TpuAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override { return allocate_on(nbytes, current_device()); }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void*, const void*, std::size_t) const override {
     TORCH_CHECK(false, "tpu memory cannot be copied through host pointers; use Tensor.copy_");
+  }
+  bool initialized() override { return true; }
+  void emptyCache(c10::MempoolId_t) override {}
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    MemoryStats stats = memory_stats(device);
+    c10::CachingDeviceAllocator::DeviceStats out;
+    constexpr auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    for (auto* bytes : {&out.allocated_bytes, &out.reserved_bytes, &out.active_bytes, &out.requested_bytes}) {
+      (*bytes)[all] = stats.bytes;
+    }
+    for (auto* count : {&out.allocation, &out.segment, &out.active}) (*count)[all] = stats.allocations;
+    out.num_ooms = stats.num_ooms;
+    return out;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override { reset_accumulated_memory(device); }
+  void resetPeakStats(c10::DeviceIndex device) override { reset_peak_memory(device); }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    MemoryStats stats = memory_stats(device);
+    if (stats.limit <= 0) return {0, 0};
+    return {static_cast<size_t>(stats.limit - stats.bytes.current), static_cast<size_t>(stats.limit)};
   }
 };
 
@@ -169,15 +195,15 @@ c10::DataPtr allocate_on(size_t nbytes, int device) {
     std::lock_guard<std::mutex> lock(g_stats_mutex);
     MemoryStats& stats = g_stats[device];
     if (stats.limit == 0) stats.limit = default_limit();
-    if (stats.limit > 0 && stats.allocated + static_cast<int64_t>(nbytes) > stats.limit) {
+    if (stats.limit > 0 && stats.bytes.current + static_cast<int64_t>(nbytes) > stats.limit) {
+      ++stats.num_ooms;
       TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory. Tried to allocate ", nbytes,
-                       " bytes on tpu:", device, " with ", stats.allocated, " bytes of ",
+                       " bytes on tpu:", device, " with ", stats.bytes.current, " bytes of ",
                        stats.limit, " already allocated. Free tensors (del, then gc) or lower "
                        "the batch size.");
     }
-    stats.allocated += static_cast<int64_t>(nbytes);
-    stats.peak = std::max(stats.peak, stats.allocated);
-    ++stats.allocations;
+    stats.bytes.increase(nbytes);
+    stats.allocations.increase(1);
   }
   auto storage = std::make_shared<exec::Storage>();
   storage->device = device;
@@ -193,6 +219,12 @@ c10::Allocator* allocator() {
   static TpuAllocator instance;
   return &instance;
 }
+
+// torch.UntypedStorage(n, device="tpu") and the accelerator memory API find us here.
+static bool g_registered = [] {
+  c10::SetAllocator(c10::DeviceType::PrivateUse1, allocator());
+  return true;
+}();
 
 exec::StoragePtr storage_of(const c10::Storage& storage) {
   const c10::DataPtr& data = storage.data_ptr();
@@ -228,7 +260,15 @@ MemoryStats memory_stats(int device) {
 
 void reset_peak_memory(int device) {
   std::lock_guard<std::mutex> lock(g_stats_mutex);
-  g_stats[device].peak = g_stats[device].allocated;
+  g_stats[device].bytes.reset_peak();
+  g_stats[device].allocations.reset_peak();
+}
+
+void reset_accumulated_memory(int device) {
+  std::lock_guard<std::mutex> lock(g_stats_mutex);
+  g_stats[device].bytes.reset_accumulated();
+  g_stats[device].allocations.reset_accumulated();
+  g_stats[device].num_ooms = 0;
 }
 
 void set_memory_limit(int device, int64_t bytes) {

@@ -29,13 +29,14 @@ void set_current_device(int device);
 int device_count();  // 0 when no plugin can be loaded; never throws
 
 struct MemoryStats {
-  int64_t allocated = 0;
-  int64_t peak = 0;
-  int64_t allocations = 0;
+  c10::CachingAllocator::Stat bytes;        // live storage bytes
+  c10::CachingAllocator::Stat allocations;  // live storages
+  int64_t num_ooms = 0;
   int64_t limit = 0;  // 0: not decided yet, -1: unlimited
 };
 MemoryStats memory_stats(int device);
 void reset_peak_memory(int device);
+void reset_accumulated_memory(int device);
 void set_memory_limit(int device, int64_t bytes);
 
 at::Generator& default_generator(int device);

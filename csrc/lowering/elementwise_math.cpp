@@ -117,8 +117,9 @@ Value exp_neg_square(Builder& b, Value a) {
   Value head = b.bitcast_convert(op(b, "and", a_bits, b.full(mask, b.type(a_bits))), b.dtype(a));
   Value tail = b.sub(a, head);
   Value head_term = op(b, "exponential", negate(b, b.mul(head, head)));
-  Value tail_term = op(b, "exponential", negate(b, b.mul(tail, b.add(a, head))));
-  return b.mul(head_term, tail_term);
+  Value tail_term = op(b, "exponential_minus_one", negate(b, b.mul(tail, b.add(a, head))));
+  // e^h + e^h (e^t - 1) rather than e^h e^t, which XLA would fold back into e^(h + t).
+  return b.add(head_term, b.mul(head_term, tail_term));
 }
 
 // erfc(a) for a >= 0.5.
@@ -409,7 +410,7 @@ TPU_LOWERING("trunc", lower_rounding<trunc_of>);
 std::vector<Value> lower_round(Context& ctx) {
   Result r = result_of(ctx);
   Builder& b = ctx.b;
-  int64_t decimals = ctx.overload == "decimals" ? ctx.int_arg(1, 0) : 0;
+  int64_t decimals = ctx.int_arg(1, 0);  // round.decimals (and its _out / in-place forms)
   Value x = operand_as(ctx, 0, r.dtype, r.dims);
   if (!is_floating(r.dtype)) {
     if (decimals != 0) throw Unsupported("round with decimals on an integer tensor");

@@ -2,6 +2,9 @@
 // advanced indexing (index.Tensor, index_put), constant_pad_nd, flip, roll, tril / triu, arange,
 // clone, sort and topk.
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "lowering/helpers.h"
 
@@ -42,7 +45,7 @@ Dims broadcast_shape(const Dims& a, const Dims& b) {
   return out;
 }
 
-// Combines updates into `self` on a duplicate-free path for bools, where add means or.
+// The combiner that adds (multiplies) updates in; for bools that is or (and).
 std::string accumulate_combiner(DType dtype, bool multiply = false) {
   if (dtype == DType::Bool) return multiply ? "stablehlo.and" : "stablehlo.or";
   return multiply ? "stablehlo.multiply" : "stablehlo.add";
@@ -162,11 +165,9 @@ std::vector<Value> lower_index_add(Context& ctx) {
   Value index = ctx.tensor(2);
   int64_t count = numel(b.dims(index));
   if (count == 0) return {as_output(ctx, self)};
-  Value source = b.reshape(b.convert(ctx.tensor(3), dtype), [&] {
-    Dims d = b.dims(self);
-    d[dim] = count;
-    return d;
-  }());
+  Dims source_dims = b.dims(self);
+  source_dims[dim] = count;
+  Value source = b.reshape(b.convert(ctx.tensor(3), dtype), source_dims);
   Value alpha = ctx.has(4) ? operand_as(ctx, 4, dtype, b.dims(source)) : Value{};
   if (alpha.valid()) source = b.mul(source, alpha);
   Builder::ScatterDims s{all_but(rank, dim), {dim}, {dim}, 1};
@@ -399,10 +400,11 @@ std::pair<Value, Value> sort_along(Builder& b, Value x, int64_t dim, bool descen
         Value lhs = a[0], rhs = a[1];
         Value before = r.compare(lhs, rhs, descending ? "GT" : "LT");
         if (floating) {
+          // NaN ranks above every number: last when ascending, first when descending.
           Value lhs_nan = r.compare(lhs, lhs, "NE"), rhs_nan = r.compare(rhs, rhs, "NE");
-          Value nan_first = descending ? r.binary("stablehlo.and", lhs_nan, r.unary("stablehlo.not", rhs_nan))
-                                       : r.binary("stablehlo.and", r.unary("stablehlo.not", lhs_nan), rhs_nan);
-          before = r.binary("stablehlo.or", before, nan_first);
+          Value ranks_above = descending ? lhs_nan : rhs_nan;
+          Value ranks_below = r.unary("stablehlo.not", descending ? rhs_nan : lhs_nan);
+          before = r.binary("stablehlo.or", before, r.binary("stablehlo.and", ranks_above, ranks_below));
         }
         return std::vector<Value>{before};
       });

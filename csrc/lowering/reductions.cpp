@@ -1,6 +1,8 @@
 // Reductions: sums, means, products, extremes and their indices, boolean reductions, variance,
 // logsumexp, softmax and its gradients, cumulative sums and products, vector norms.
-#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "lowering/helpers.h"
 

@@ -65,9 +65,13 @@ py::dict metrics() {
 py::dict memory_stats(int device) {
   auto s = tpu::aten::memory_stats(device);
   py::dict d;
-  d["allocated_bytes.all.current"] = s.allocated;
-  d["allocated_bytes.all.peak"] = s.peak;
-  d["allocation.all.allocated"] = s.allocations;
+  d["allocated_bytes.all.current"] = s.bytes.current;
+  d["allocated_bytes.all.peak"] = s.bytes.peak;
+  d["allocated_bytes.all.allocated"] = s.bytes.allocated;
+  d["allocated_bytes.all.freed"] = s.bytes.freed;
+  d["allocation.all.current"] = s.allocations.current;
+  d["allocation.all.allocated"] = s.allocations.allocated;
+  d["num_ooms"] = s.num_ooms;
   d["limit_bytes"] = s.limit;
   return d;
 }

@@ -1,0 +1,342 @@
+"""Reductions, matrix products, normalization and loss layers, indexing: tpu against CPU.
+
+Every test runs in each eager mode (`mode`) and fails if an op silently ran on the CPU
+(`no_fallback`). Backward tests compare the gradients autograd computes through our lowerings.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import to_cpu, to_tpu
+
+nan, inf = float("nan"), float("inf")
+HALF = (torch.float16, torch.bfloat16)
+
+
+def same(fn, *args, atol=None, rtol=None, **kwargs):
+    """fn on CPU and on tpu copies of its arguments agree (values, dtypes, shapes)."""
+    expected = fn(*args, **kwargs)
+    actual = fn(*to_tpu(args), **{k: to_tpu(v) for k, v in kwargs.items()})
+    torch.testing.assert_close(to_cpu(actual), expected, atol=atol, rtol=rtol, equal_nan=True)
+
+
+def same_grads(fn, *inputs, atol=None, rtol=None):
+    """fn's result and the gradients of its floating-point inputs agree on CPU and tpu."""
+    def leaves(device):
+        return [x.detach().to(device).requires_grad_(x.is_floating_point()) for x in inputs]
+
+    cpu, tpu = leaves("cpu"), leaves("tpu")
+    expected, actual = fn(*cpu), fn(*tpu)
+    torch.testing.assert_close(actual.cpu(), expected, atol=atol, rtol=rtol, equal_nan=True)
+    seed = torch.randn_like(expected)
+    expected.backward(seed)
+    actual.backward(seed.to("tpu"))
+    for c, t in zip(cpu, tpu):
+        if c.grad is not None:
+            torch.testing.assert_close(t.grad.cpu(), c.grad, atol=atol, rtol=rtol)
+
+
+def randn(*shape, dtype=torch.float32, scale=1.0):
+    return (torch.randn(*shape) * scale).to(dtype)
+
+
+def loose(dtype):
+    """Half types round differently (PyTorch rounds intermediate results, we round once)."""
+    return dict(atol=2e-2, rtol=2e-2) if dtype in HALF else {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.bool])
+def test_sum_mean_prod(mode, no_fallback, dtype):
+    x = randn(3, 4, 5, scale=3).to(dtype)
+    same(torch.sum, x)
+    same(torch.sum, x, dim=1, keepdim=True)
+    same(torch.sum, x, dim=(0, -1))
+    same(lambda t: t.sum(1, dtype=torch.float64 if dtype.is_floating_point else torch.int64), x)
+    same(lambda t: torch.prod((t.abs() + 1) if dtype != torch.bool else t, 1), x, **loose(dtype))
+    same(lambda t: t.prod(), x[:2, :2, 0])
+    if dtype.is_floating_point:
+        same(torch.mean, x)
+        same(torch.mean, x, dim=(0, 2), keepdim=True)
+        same(torch.mean, torch.empty(0, 3, dtype=dtype), 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
+def test_extremes(mode, no_fallback, dtype):
+    x = randn(4, 6, scale=5).to(dtype)
+    same(torch.amax, x, 1)
+    same(torch.amin, x, (0, 1), keepdim=True)
+    same(torch.max, x)
+    same(torch.min, x)
+    same(torch.max, x, 1)
+    same(torch.min, x, 0, keepdim=True)
+    same(torch.argmax, x)
+    same(torch.argmin, x, 1, keepdim=True)
+    same(torch.max, x, randn(4, 6, scale=5).to(dtype))
+    same(torch.min, x, randn(6, scale=5).to(dtype))
+
+
+def test_extremes_nan_and_ties(mode, no_fallback):
+    x = torch.tensor([[1.0, nan, 3.0, nan], [2.0, 2.0, -inf, 2.0], [-inf, -inf, -inf, -inf]])
+    for fn in (torch.argmax, torch.argmin):
+        same(fn, x, 1)
+    for fn in (torch.max, torch.min):
+        same(fn, x)
+        same(fn, x, 1)
+        same(fn, x, torch.zeros(4))
+    same(torch.amax, x, 1)
+    same(torch.argmax, torch.tensor([3, 1, 3, 1]))
+    same(torch.argmin, torch.tensor([3, 1, 3, 1]))
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.float32])
+def test_any_all(mode, no_fallback, dtype):
+    x = (torch.rand(3, 4) > 0.6).to(dtype)
+    for fn in (torch.any, torch.all):
+        same(fn, x)
+        same(fn, x, 1)
+        same(fn, x, dim=0, keepdim=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_var_std(mode, no_fallback, dtype):
+    x = randn(4, 6, 3, dtype=dtype)
+    tol = loose(dtype)
+    for fn in (torch.var, torch.std, torch.var_mean, torch.std_mean):
+        same(fn, x, **tol)
+        same(fn, x, 1, keepdim=True, **tol)
+        same(lambda t: fn(t, (0, 2), correction=0), x, **tol)
+        same(lambda t: fn(t, None, correction=2.5), x, **tol)
+    same(torch.var, torch.randn(1, 3), 0)  # nothing left after the correction: nan
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_softmax_logsumexp(mode, no_fallback, dtype):
+    x = randn(3, 7, dtype=dtype, scale=3)
+    tol = loose(dtype)
+    for dim in (0, -1):
+        same(torch.softmax, x, dim, **tol)
+        same(torch.log_softmax, x, dim, **tol)
+        same(torch.logsumexp, x, dim, **tol)
+    same(torch.logsumexp, torch.tensor([[-inf, -inf], [inf, 1.0], [nan, 1.0]]), 1)
+    same(torch.softmax, torch.tensor([[-inf, 1.0], [-inf, -inf]]), 1)
+    same(torch.logsumexp, torch.arange(6).reshape(2, 3), 1)
+    same_grads(lambda t: torch.softmax(t, 1), x, **tol)
+    same_grads(lambda t: torch.log_softmax(t, 0), x, **tol)
+    same_grads(lambda t: torch.logsumexp(t, 1), x, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.bool])
+def test_cumulative(mode, no_fallback, dtype):
+    x = randn(4, 6, scale=3).to(dtype)
+    same(torch.cumsum, x, 1, **loose(dtype))
+    same(torch.cumsum, x, 0, **loose(dtype))
+    if dtype != torch.bool:
+        same(torch.cumprod, (torch.rand(3, 5) + 0.5).to(dtype) if dtype.is_floating_point else x, 1,
+             **loose(dtype))
+
+
+@pytest.mark.parametrize("ord", [2, 1, inf, -inf, 0, 3.5])
+def test_vector_norm(mode, no_fallback, ord):
+    x = randn(4, 5)
+    x[0, 0] = 0
+    same(torch.linalg.vector_norm, x, ord)
+    same(torch.linalg.vector_norm, x, ord, 1, True)
+    same(torch.linalg.vector_norm, x.bfloat16(), ord, 0, atol=2e-2, rtol=2e-2)
+    if ord == 2:
+        same(lambda t: t.norm(), x)
+        same_grads(lambda t: torch.linalg.vector_norm(t, ord, 1), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_matrix_products(mode, no_fallback, dtype):
+    def m(*shape):
+        return randn(*shape, scale=2).to(dtype)
+
+    tol = loose(dtype)
+    alpha, beta = (2, 3) if dtype == torch.int64 else (0.5, 1.5)
+    same(torch.mm, m(3, 4), m(4, 5), **tol)
+    same(torch.bmm, m(2, 3, 4), m(2, 4, 5), **tol)
+    same(torch.dot, m(6), m(6), **tol)
+    same(torch.mv, m(3, 4), m(4), **tol)
+    same(torch.matmul, m(2, 3, 4), m(4, 5), **tol)
+    same(torch.addmm, m(5), m(3, 4), m(4, 5), beta=beta, alpha=alpha, **tol)
+    same(torch.baddbmm, m(2, 3, 5), m(2, 3, 4), m(2, 4, 5), beta=beta, alpha=alpha, **tol)
+    same(torch.addbmm, m(3, 5), m(2, 3, 4), m(2, 4, 5), beta=beta, alpha=alpha, **tol)
+    same(torch.addmv, m(3), m(3, 4), m(4), beta=beta, alpha=alpha, **tol)
+
+
+def test_matrix_products_beta_zero_ignores_self(mode, no_fallback):
+    a, b = randn(3, 4), randn(4, 5)
+    same(torch.addmm, torch.full((3, 5), nan), a, b, beta=0, alpha=2.0)
+    same(torch.addmv, torch.full((3,), inf), a, randn(4), beta=0.0)
+    same_grads(lambda x, w, bias: F.linear(x, w, bias), randn(3, 4), randn(5, 4), randn(5))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_layer_norm(mode, no_fallback, dtype):
+    x, w, b = randn(2, 3, 8, dtype=dtype), randn(8, dtype=dtype), randn(8, dtype=dtype)
+    tol = loose(dtype)
+    same_grads(lambda x, w, b: F.layer_norm(x, (8,), w, b), x, w, b, **tol)
+    same_grads(lambda x: F.layer_norm(x, (3, 8), eps=1e-3), x, **tol)
+
+
+def test_group_norm(mode, no_fallback):
+    x, w, b = randn(2, 6, 5), randn(6), randn(6)
+    same_grads(lambda x, w, b: F.group_norm(x, 3, w, b), x, w, b)
+    same_grads(lambda x: F.group_norm(x, 2), x.reshape(2, 6, 5, 1))
+
+
+def test_batch_norm(mode, no_fallback):
+    x, w, b = randn(4, 3, 5), randn(3), randn(3)
+    mean, var = randn(3), torch.rand(3) + 0.5
+    same_grads(lambda x, w, b: F.batch_norm(x, mean.to(x.device), var.to(x.device), w, b), x, w, b)
+    same_grads(lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), x, w, b)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_nll_and_cross_entropy(mode, no_fallback, reduction):
+    logits = randn(5, 4)
+    target = torch.tensor([0, 3, 1, 2, 1])
+    weight = torch.rand(4)
+    for ignore in (-100, 1):
+        same_grads(lambda x: F.cross_entropy(x, target.to(x.device), reduction=reduction,
+                                             ignore_index=ignore), logits)
+        same_grads(lambda x, w: F.nll_loss(F.log_softmax(x, 1), target.to(x.device), w.detach(),
+                                           reduction=reduction, ignore_index=ignore), logits, weight)
+    same_grads(lambda x: F.nll_loss(x, target[0].to(x.device), reduction=reduction), logits[0])
+    images, pixels = randn(2, 4, 3, 3), torch.randint(0, 4, (2, 3, 3))
+    same_grads(lambda x: F.cross_entropy(x, pixels.to(x.device), weight.to(x.device),
+                                         reduction=reduction, ignore_index=2), images)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_mse_and_bce(mode, no_fallback, reduction):
+    x, t = randn(3, 4), randn(3, 4)
+    same_grads(lambda x, t: F.mse_loss(x, t, reduction=reduction), x, t)
+    p, q, w = torch.rand(3, 4).clamp(0.01, 0.99), torch.rand(3, 4), torch.rand(4)
+    same_grads(lambda p: F.binary_cross_entropy(p, q.to(p.device), reduction=reduction), p)
+    same_grads(lambda p: F.binary_cross_entropy(p, q.to(p.device), w.to(p.device),
+                                                reduction=reduction), p)
+    same(F.binary_cross_entropy, torch.tensor([0.0, 1.0]), torch.tensor([1.0, 0.0]),
+         reduction=reduction)
+
+
+def test_embedding_backward(mode, no_fallback):
+    weight = randn(6, 4)
+    idx = torch.tensor([[0, 2, 2], [5, 0, 1]])
+    same_grads(lambda w: F.embedding(idx.to(w.device), w), weight)
+    same_grads(lambda w: F.embedding(idx.to(w.device), w, padding_idx=2), weight)
+    same_grads(lambda w: F.embedding(idx.to(w.device), w, scale_grad_by_freq=True), weight)
+    same_grads(lambda w: F.embedding(idx.int().to(w.device), w, padding_idx=0), weight.bfloat16(),
+               **loose(torch.bfloat16))
+
+
+def test_dropout_backward(mode, no_fallback):
+    x = (torch.rand(8, 16) + 0.5).to("tpu").requires_grad_()
+    y = F.dropout(x, 0.3, training=True)
+    y.backward(torch.ones_like(y))
+    kept = (y.detach() != 0).cpu()
+    torch.testing.assert_close(x.grad.cpu(), kept.float() / 0.7)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_cat(mode, no_fallback, dtype):
+    parts = [randn(2, k, scale=3).to(dtype) for k in (1, 3, 0, 2)]
+    same(torch.cat, parts, 1)
+    same(torch.cat, [randn(2, 3).to(dtype), torch.empty(0), randn(1, 3).to(dtype)])
+    same(torch.cat, [randn(2, 3).to(dtype), torch.randint(0, 4, (2, 3))], -1)
+    same(torch.stack, [randn(2, 3).to(dtype), randn(2, 3).to(dtype)], 1)
+
+
+def test_gather_scatter(mode, no_fallback):
+    x = randn(4, 5)
+    idx = torch.tensor([[0, 1, 4], [2, 2, 0]])
+    same(torch.index_select, x, 1, torch.tensor([4, 0, 0]))
+    same(torch.index_select, x, 0, torch.tensor([3, 1], dtype=torch.int32))
+    same(torch.gather, x, 1, idx)
+    same(torch.scatter, x, 1, torch.tensor([[4, 1, 0, 3, 2]]), randn(2, 6))
+    same(torch.scatter, x, 1, idx, 2.5)
+    same(lambda *a: torch.scatter(*a, reduce="multiply"), x, 1, idx, randn(2, 3))
+    same(torch.scatter_add, x, 1, idx, randn(2, 3))
+    same(torch.index_add, x, 0, torch.tensor([1, 1, 3]), randn(3, 5), alpha=2)
+    same(torch.index_add, torch.arange(6).reshape(2, 3), 1, torch.tensor([2, 2]),
+         torch.ones(2, 2, dtype=torch.int64))
+    same_grads(lambda t: torch.gather(t, 1, idx.to(t.device)), x)
+    same_grads(lambda t: t.index_select(0, torch.tensor([3, 3, 0], device=t.device)), x)
+
+
+def test_advanced_indexing(mode, no_fallback):
+    x = randn(4, 5, 6)
+    i, j = torch.tensor([0, 3, -1]), torch.tensor([[1], [4]])
+    same(lambda t: t[to_like(i, t)], x)
+    same(lambda t: t[:, to_like(j, t)], x)
+    same(lambda t: t[to_like(i, t), to_like(j, t)], x)
+    same(lambda t: t[to_like(i, t), :, to_like(torch.tensor([5, 0, 1]), t)], x)
+    same_grads(lambda t: t[to_like(torch.tensor([0, 0, 2]), t)], x)
+
+    def put(t, index, value, accumulate=False):
+        t = t.clone()
+        return t.index_put_(index, value, accumulate=accumulate)
+
+    same(lambda t: put(t, (to_like(i, t),), torch.ones(3, 5, 6, device=t.device)), x)
+    same(lambda t: put(t, (to_like(torch.tensor([0, 0, 2]), t),),
+                       torch.ones(5, 6, device=t.device), True), x)
+    same(lambda t: put(t, (to_like(torch.tensor([1, 1]), t), to_like(torch.tensor([2, 2]), t)),
+                       torch.arange(6.0, device=t.device), True), x)
+
+    def masked_assign(t, value):
+        t = t.clone()
+        t[t > 0] = value
+        return t
+
+    same(lambda t: masked_assign(t, 0.0), x)
+    same(lambda t: masked_assign(t, torch.tensor(-1.0, device=t.device)), x)
+
+
+def to_like(index, t):
+    return index.to(t.device)
+
+
+def test_rearrangements(mode, no_fallback):
+    x = randn(3, 4, 5)
+    same(F.pad, x, (1, 2), value=0.5)
+    same(F.pad, x, (1, 2, -1, 0, 0, 3))
+    same(torch.flip, x, (0, -1))
+    same(torch.roll, x, 2, 1)
+    same(torch.roll, x, (-7, 3), (2, 0))
+    same(torch.roll, x, 5)
+    for diagonal in (-1, 0, 2):
+        same(torch.tril, x, diagonal)
+        same(torch.triu, x, diagonal)
+    same(torch.clone, x)
+    same_grads(lambda t: torch.tril(F.pad(t, (1, 1)).flip(0)), x)
+
+
+def test_arange(mode, no_fallback):
+    def both(*args, **kwargs):
+        expected = torch.arange(*args, **kwargs)
+        actual = torch.arange(*args, device="tpu", **kwargs)
+        torch.testing.assert_close(actual.cpu(), expected)
+
+    both(5)
+    both(2, 9)
+    both(0, 1, 0.1)
+    both(10, -3, -2.5)
+    both(0, 5, 1.5, dtype=torch.int64)
+    both(0, 10, 1, dtype=torch.bfloat16)
+    both(0.5, 4.0, 0.25, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_sort_topk(mode, no_fallback, dtype):
+    x = randn(4, 7, scale=3).to(dtype)
+    if dtype.is_floating_point:
+        x[0, 1] = nan
+        x[1, 2:5] = 1.0
+    for descending in (False, True):
+        same(lambda t: torch.sort(t, stable=True, dim=1, descending=descending), x)
+        same(lambda t: torch.sort(t, 0, descending), x)
+    y = torch.randperm(28).reshape(4, 7).to(dtype)
+    same(torch.topk, y, 3)
+    same(torch.topk, y, 2, 0, False)
+    same(torch.argsort, y, 1)
