@@ -66,11 +66,6 @@ Value expand_back(Builder& b, Value reduced, const Dims& full, const Dims& dims)
   return b.broadcast_to(keep_dims(b, reduced, full, dims), full);
 }
 
-// args[i] (a Number or rank-0 tensor) in `dtype`, broadcast to `dims`.
-Value number(Context& ctx, size_t i, DType dtype, const Dims& dims) {
-  return operand_as(ctx, i, dtype, dims);
-}
-
 // An optional per-channel tensor args[i] laid along dim `channel_dim` of `shape`, or nothing.
 Value per_channel(Context& ctx, size_t i, DType dtype, const Dims& shape, int64_t channel_dim) {
   if (!ctx.has(i)) return {};
@@ -119,7 +114,7 @@ std::vector<Value> lower_native_layer_norm(Context& ctx) {
   Dims shape = b.dims(x);
   int64_t axis = b.rank(x) - static_cast<int64_t>(ctx.arg(1).ints.size());
   Dims dims = range_dims(axis, b.rank(x));
-  Normalized n = normalize(b, x, dims, number(ctx, 4, acc, {}));
+  Normalized n = normalize(b, x, dims, operand_as(ctx, 4, acc, {}));
   auto affine = [&](size_t i) {
     return ctx.has(i) ? b.broadcast_to(b.convert(ctx.tensor(i), acc), shape) : Value{};
   };
@@ -173,7 +168,7 @@ std::vector<Value> lower_native_group_norm(Context& ctx) {
   DType acc = compute_type(ctx, 0);
   GroupShapes s = group_shapes(ctx, 3);
   Value x = b.reshape(b.convert(ctx.tensor(0), acc), s.grouped);
-  Normalized n = normalize(b, x, {2}, number(ctx, 7, acc, {}));
+  Normalized n = normalize(b, x, {2}, operand_as(ctx, 7, acc, {}));
   Value out = scale_and_shift(b, b.reshape(n.x_hat, s.channels),
                               per_channel(ctx, 1, acc, s.channels, 1),
                               per_channel(ctx, 2, acc, s.channels, 1));
@@ -222,7 +217,7 @@ std::vector<Value> batch_norm(Context& ctx, const BatchNormLayout& layout) {
   bool training = layout.training >= 0 && ctx.bool_arg(layout.training, false);
   bool has_running = layout.running_mean >= 0 && ctx.has(layout.running_mean);
   Value weight = per_channel(ctx, 1, acc, shape, 1), bias = per_channel(ctx, 2, acc, shape, 1);
-  Value eps = number(ctx, layout.eps, acc, {});
+  Value eps = operand_as(ctx, layout.eps, acc, {});
 
   if (!training) {
     if (!has_running) throw Unsupported(ctx.op + ": evaluation without running statistics");
@@ -247,7 +242,7 @@ std::vector<Value> batch_norm(Context& ctx, const BatchNormLayout& layout) {
   if (layout.returns_running) {
     // running = (1 - momentum) * running + momentum * batch statistic (unbiased variance).
     Dims channels = b.dims(n.mean);
-    Value momentum = number(ctx, layout.momentum, acc, channels);
+    Value momentum = operand_as(ctx, layout.momentum, acc, channels);
     Value keep = b.sub(b.full(1, b.type(momentum)), momentum);
     double count = static_cast<double>(count_over(shape, dims));
     Value centered = b.sub(x, expand_back(b, n.mean, shape, dims));
@@ -307,7 +302,7 @@ std::vector<Value> lower_native_batch_norm_backward(Context& ctx) {
     rstd = per_channel(ctx, 6, acc, shape, 1);
   } else {
     Value var = b.convert(ctx.tensor(4), acc);
-    Value eps = number(ctx, 8, acc, b.dims(var));
+    Value eps = operand_as(ctx, 8, acc, b.dims(var));
     rstd = b.broadcast_in_dim(rsqrt(b, b.add(var, eps)), shape, {1});
   }
   Value x_hat = b.mul(b.sub(x, mean), rstd);
@@ -512,7 +507,7 @@ std::vector<Value> lower_native_dropout_backward(Context& ctx) {
   DType acc = compute_type(ctx, 0);
   Value grad = operand_as(ctx, 0, acc, shape);
   Value kept = operand_as(ctx, 1, acc, shape);
-  return {as_output(ctx, b.mul(b.mul(grad, kept), number(ctx, 2, acc, shape)))};
+  return {as_output(ctx, b.mul(b.mul(grad, kept), operand_as(ctx, 2, acc, shape)))};
 }
 
 }  // namespace

@@ -58,27 +58,27 @@ std::vector<Value> lower_normal(Context& ctx) {
   return {b.convert(b.add(mean, b.mul(z, std)), out.dtype)};
 }
 
-// random_(self, from, to) / random_(self, to) / random_(self): integers in [from, to).
+// random_(self, from, to) / random_(self, to): integers in [from, to). The bounds are ints in the
+// schema, so they are part of the program's key.
 std::vector<Value> lower_random(Context& ctx) {
   Builder& b = ctx.b;
   TensorType out = ctx.out_type();
-  TensorType i64{DType::I64, out.dims};
-  Value from, to;
+  int64_t from = 0, to = 0;
   if (ctx.overload == "from") {
     if (!ctx.has(2)) throw Unsupported("random_ without an upper bound");
-    from = operand_as(ctx, 1, DType::I64, out.dims);
-    to = operand_as(ctx, 2, DType::I64, out.dims);
+    from = ctx.int_arg(1, 0);
+    to = ctx.int_arg(2, 0);
   } else if (ctx.overload == "to") {
-    from = b.zeros(i64);
-    to = operand_as(ctx, 1, DType::I64, out.dims);
+    to = ctx.int_arg(1, 0);
   } else {
     throw Unsupported("random_ over the full dtype range");
   }
+  if (to <= from) throw Unsupported("random_ with an empty range");
+  TensorType u64{DType::U64, out.dims};
   Value bits = b.random_bits(ctx.rng_state, out.dims, DType::U64);
-  Value range = b.convert(b.sub(to, from), DType::U64);
-  Value draw = b.convert(b.op1("stablehlo.remainder", {bits, range}, TensorType{DType::U64, out.dims}),
-                         DType::I64);
-  return {b.convert(b.add(from, draw), out.dtype)};
+  Value draw = b.op1("stablehlo.remainder", {bits, b.full(static_cast<double>(to - from), u64)}, u64);
+  Value shifted = b.add(b.convert(draw, DType::I64), b.full(static_cast<double>(from), {DType::I64, out.dims}));
+  return {b.convert(shifted, out.dtype)};
 }
 
 std::vector<Value> lower_bernoulli(Context& ctx) {

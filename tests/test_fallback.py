@@ -1,0 +1,77 @@
+"""Ops without a lowering run on the CPU: correct, counted, warned about once, and forbiddable."""
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+import torch_tpu
+
+# An op the tpu device does not lower (it has no place in the op set this backend targets).
+UNLOWERED = "aten::_cdist_forward"
+
+
+def unlowered(x, y):
+    return torch.cdist(x, y)
+
+
+def test_fallback_computes_the_cpu_result_and_counts_it(mode):
+    assert UNLOWERED.split("::")[1] not in torch_tpu.lowered_ops()
+    torch_tpu.reset_fallback_counts()
+    x, y = torch.randn(4, 3), torch.randn(5, 3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = unlowered(x.to("tpu"), y.to("tpu"))
+        second = unlowered(x.to("tpu"), y.to("tpu"))
+    assert first.device.type == "tpu"
+    torch.testing.assert_close(first.cpu(), unlowered(x, y))
+    torch.testing.assert_close(second.cpu(), unlowered(x, y))
+    counts = torch_tpu.fallback_counts()
+    assert counts.get(UNLOWERED) == 2, counts
+    ours = [w for w in caught if "is not lowered for the tpu device" in str(w.message)]
+    assert len(ours) == 1, "the warning fires once per op"
+
+
+def test_fallback_warning_can_be_silenced():
+    torch_tpu.reset_fallback_counts()
+    torch_tpu.set_fallback_warnings(False)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            unlowered(torch.randn(2, 3, device="tpu"), torch.randn(2, 3, device="tpu"))
+        assert not [w for w in caught if "tpu" in str(w.message)]
+    finally:
+        torch_tpu.set_fallback_warnings(True)
+
+
+def test_fallback_can_be_an_error():
+    torch_tpu.set_fallback_error(True)
+    try:
+        with pytest.raises(NotImplementedError, match="_cdist_forward"):
+            unlowered(torch.randn(2, 3, device="tpu"), torch.randn(2, 3, device="tpu"))
+    finally:
+        torch_tpu.set_fallback_error(False)
+    env = dict(os.environ, TORCH_TPU_FALLBACK="error")
+    code = ("import torch\n"
+            "try:\n"
+            "    torch.cdist(torch.randn(2, 3, device='tpu'), torch.randn(2, 3, device='tpu'))\n"
+            "except NotImplementedError as e:\n"
+            "    print('raised')\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert "raised" in result.stdout, result.stdout + result.stderr
+
+
+def test_in_place_fallback_writes_back_to_the_tpu_tensor(mode):
+    torch_tpu.set_fallback_warnings(False)
+    try:
+        cpu = torch.rand(6) + 0.5
+        tpu = cpu.to("tpu")
+        view = tpu[1:4]
+        view.lgamma_() if "lgamma" not in torch_tpu.lowered_ops() else view.polygamma_(1)
+        expected = cpu.clone()
+        expected[1:4].lgamma_() if "lgamma" not in torch_tpu.lowered_ops() else expected[1:4].polygamma_(1)
+        torch.testing.assert_close(tpu.cpu(), expected)
+    finally:
+        torch_tpu.set_fallback_warnings(True)
