@@ -522,6 +522,9 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     return false;
   } catch (const lowering::Unsupported&) {
     return false;
+  } catch (const exec::OpError& e) {
+    TORCH_CHECK_WITH(OutOfMemoryError, !e.out_of_memory(), e.what());
+    throw;
   }
   torch::jit::drop(*stack, num_args);
   for (auto& r : results) stack->push_back(std::move(r));

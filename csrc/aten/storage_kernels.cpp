@@ -255,18 +255,32 @@ void download(const at::Tensor& src, const at::Tensor& dst) {
   }
 }
 
+// A device that runs out of memory in the middle of a copy raises torch.OutOfMemoryError.
+template <typename Fn>
+void translating_out_of_memory(Fn&& fn) {
+  try {
+    fn();
+  } catch (const runtime::PjrtError& e) {
+    TORCH_CHECK_WITH(OutOfMemoryError, !e.out_of_memory(), e.what());
+    throw;
+  } catch (const exec::OpError& e) {
+    TORCH_CHECK_WITH(OutOfMemoryError, !e.out_of_memory(), e.what());
+    throw;
+  }
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   if (dst.numel() == 0) return dst;
   bool src_tpu = self.device().type() == c10::DeviceType::PrivateUse1;
   bool dst_tpu = dst.device().type() == c10::DeviceType::PrivateUse1;
   if (!src_tpu && dst_tpu) {
     TORCH_CHECK(self.device().is_cpu(), "copying from ", self.device(), " to tpu is not supported; go through cpu");
-    upload(self, dst);
+    translating_out_of_memory([&] { upload(self, dst); });
   } else if (src_tpu && !dst_tpu) {
     TORCH_CHECK(dst.device().is_cpu(), "copying from tpu to ", dst.device(), " is not supported; go through cpu");
     download(self, dst);
   } else {
-    exec::copy_view(view_of(self.expand(dst.sizes())), view_of(dst));
+    translating_out_of_memory([&] { exec::copy_view(view_of(self.expand(dst.sizes())), view_of(dst)); });
   }
   return dst;
 }

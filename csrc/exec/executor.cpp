@@ -337,7 +337,7 @@ void run(const OpCall& call) {
   try {
     result = client.execute(*program->executable, call.device, arguments, program->output_types);
   } catch (const runtime::PjrtError& e) {
-    throw OpError(describe(call) + " failed to launch" + user_location() + ": " + e.what());
+    throw OpError(describe(call) + " failed to launch" + user_location() + ": " + e.what(), e.out_of_memory());
   }
   ++g_counters.executions;
   for (size_t i = 0; i < result.outputs.size(); ++i) {
@@ -349,7 +349,8 @@ void run(const OpCall& call) {
     try {
       client.wait(result.done);
     } catch (const runtime::PjrtError& e) {
-      throw OpError(describe(call) + " failed on the device" + user_location() + ": " + e.what());
+      throw OpError(describe(call) + " failed on the device" + user_location() + ": " + e.what(),
+                    e.out_of_memory());
     }
   } else {
     track(call.device, result.done);

@@ -68,7 +68,13 @@ void set_location_provider(LocationProvider provider);
 // Raised for errors in a program's compilation or execution, with the op and the user's line.
 class OpError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit OpError(const std::string& message, bool out_of_memory = false)
+      : std::runtime_error(message), out_of_memory_(out_of_memory) {}
+  // The device ran out of memory (PJRT's RESOURCE_EXHAUSTED): torch.OutOfMemoryError upstairs.
+  bool out_of_memory() const { return out_of_memory_; }
+
+ private:
+  bool out_of_memory_;
 };
 
 void run(const OpCall& call);

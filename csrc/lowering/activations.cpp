@@ -4,15 +4,13 @@
 // PyTorch's CPU kernels do. Scalar parameters (slopes, thresholds, alpha...) are runtime numbers.
 #include <cmath>
 
-#include "lowering/float_math.h"
-#include "lowering/helpers.h"
+#include "lowering/elementwise.h"
 
 namespace tpu::lowering {
 namespace {
 
 using hlo::Builder;
 
-Value splat(Builder& b, double value, Value like) { return b.full(value, b.type(like)); }
 Value op(Builder& b, const char* name, Value x) {
   return b.unary(std::string("stablehlo.") + name, x);
 }
@@ -21,31 +19,6 @@ Value greater(Builder& b, Value x, Value y) { return b.compare(x, y, "GT"); }
 Value either(Builder& b, Value p, Value q) { return b.binary("stablehlo.or", p, q); }
 Value zeros_like(Builder& b, Value x) { return splat(b, 0, x); }
 
-// The result's dtype and dims, and the dtype the math runs in.
-struct Result {
-  DType dtype;
-  DType compute;
-  Dims dims;
-};
-
-Result result_of(const Context& ctx) {
-  const Output& out = ctx.outputs.at(0);
-  if (is_complex(out.dtype)) throw Unsupported(ctx.op + " on complex tensors");
-  return {out.dtype, compute_dtype(out.dtype), out.dims};
-}
-
-Result float_result_of(const Context& ctx) {
-  Result r = result_of(ctx);
-  if (!is_floating(r.dtype)) throw Unsupported(ctx.op + " with a non-floating result");
-  return r;
-}
-
-Value arg_as(Context& ctx, size_t i, const Result& r) { return operand_as(ctx, i, r.compute, r.dims); }
-
-std::vector<Value> finish(Context& ctx, const Result& r, Value v) {
-  return {ctx.b.convert(v, r.dtype)};
-}
-
 Value sigmoid(Builder& b, Value x) { return op(b, "logistic", x); }
 Value softplus(Builder& b, Value x) { return op(b, "log_plus_one", op(b, "exponential", x)); }
 
@@ -53,7 +26,7 @@ Value softplus(Builder& b, Value x) { return op(b, "log_plus_one", op(b, "expone
 // Piecewise-linear activations. These keep integer dtypes where PyTorch does.
 
 std::vector<Value> lower_relu(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   if (r.dtype == DType::Bool) throw Unsupported("relu of a bool tensor");
   Value x = arg_as(ctx, 0, r);
   return finish(ctx, r, max_propagating_nan(ctx.b, x, zeros_like(ctx.b, x)));
@@ -66,18 +39,18 @@ Value clamp(Builder& b, Value x, Value lo, Value hi) {
 }
 
 std::vector<Value> lower_hardtanh(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   if (r.dtype == DType::Bool) throw Unsupported("hardtanh of a bool tensor");
   Value x = arg_as(ctx, 0, r);
-  Value lo = ctx.has(1) ? arg_as(ctx, 1, r) : splat(ctx.b, -1, x);
-  Value hi = ctx.has(2) ? arg_as(ctx, 2, r) : splat(ctx.b, 1, x);
+  Value lo = ctx.has(1) ? param_as(ctx, 1, r) : splat(ctx.b, -1, x);
+  Value hi = ctx.has(2) ? param_as(ctx, 2, r) : splat(ctx.b, 1, x);
   return finish(ctx, r, clamp(ctx.b, x, lo, hi));
 }
 TPU_LOWERING("hardtanh", lower_hardtanh);
 
 // CompositeImplicit in ATen (eager mode reaches hardtanh); kept for callers by name.
 std::vector<Value> lower_relu6(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   Value x = arg_as(ctx, 0, r);
   return finish(ctx, r, clamp(ctx.b, x, zeros_like(ctx.b, x), splat(ctx.b, 6, x)));
 }
@@ -86,50 +59,50 @@ TPU_LOWERING("relu6", lower_relu6);
 // hardtanh_backward(grad_output, self, min_val, max_val): the gradient passes strictly inside
 // (min_val, max_val), and where self is nan.
 std::vector<Value> lower_hardtanh_backward(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value grad = arg_as(ctx, 0, r), x = arg_as(ctx, 1, r);
-  Value outside = either(b, less_equal(b, x, arg_as(ctx, 2, r)), b.compare(x, arg_as(ctx, 3, r), "GE"));
+  Value outside = either(b, less_equal(b, x, param_as(ctx, 2, r)), b.compare(x, param_as(ctx, 3, r), "GE"));
   return finish(ctx, r, b.select(outside, zeros_like(b, grad), grad));
 }
 TPU_LOWERING("hardtanh_backward", lower_hardtanh_backward);
 
 // threshold(self, threshold, value): value where self <= threshold, else self.
 std::vector<Value> lower_threshold(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   Builder& b = ctx.b;
   Value x = arg_as(ctx, 0, r);
-  return finish(ctx, r, b.select(less_equal(b, x, arg_as(ctx, 1, r)), arg_as(ctx, 2, r), x));
+  return finish(ctx, r, b.select(less_equal(b, x, param_as(ctx, 1, r)), param_as(ctx, 2, r), x));
 }
 TPU_LOWERING("threshold", lower_threshold);
 
 // threshold_backward(grad_output, self, threshold): relu's backward with threshold 0.
 std::vector<Value> lower_threshold_backward(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   Builder& b = ctx.b;
   Value grad = arg_as(ctx, 0, r);
-  Value below = less_equal(b, arg_as(ctx, 1, r), arg_as(ctx, 2, r));
+  Value below = less_equal(b, arg_as(ctx, 1, r), param_as(ctx, 2, r));
   return finish(ctx, r, b.select(below, zeros_like(b, grad), grad));
 }
 TPU_LOWERING("threshold_backward", lower_threshold_backward);
 
 // leaky_relu(self, negative_slope)
 std::vector<Value> lower_leaky_relu(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value x = arg_as(ctx, 0, r);
-  Value slope = ctx.has(1) ? arg_as(ctx, 1, r) : splat(b, 0.01, x);
+  Value slope = ctx.has(1) ? param_as(ctx, 1, r) : splat(b, 0.01, x);
   return finish(ctx, r, b.select(greater(b, x, zeros_like(b, x)), x, b.mul(x, slope)));
 }
 TPU_LOWERING("leaky_relu", lower_leaky_relu);
 
 // leaky_relu_backward(grad_output, self, negative_slope, self_is_result)
 std::vector<Value> lower_leaky_relu_backward(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value grad = arg_as(ctx, 0, r), x = arg_as(ctx, 1, r);
   Value positive = greater(b, x, zeros_like(b, x));
-  return finish(ctx, r, b.select(positive, grad, b.mul(grad, arg_as(ctx, 2, r))));
+  return finish(ctx, r, b.select(positive, grad, b.mul(grad, param_as(ctx, 2, r))));
 }
 TPU_LOWERING("leaky_relu_backward", lower_leaky_relu_backward);
 
@@ -140,14 +113,14 @@ Value hardsigmoid_of(Builder& b, Value x) {
 }
 
 std::vector<Value> lower_hardsigmoid(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   return finish(ctx, r, hardsigmoid_of(ctx.b, arg_as(ctx, 0, r)));
 }
 TPU_LOWERING("hardsigmoid", lower_hardsigmoid);
 
 // hardsigmoid_backward(grad_output, self): grad / 6 strictly inside (-3, 3).
 std::vector<Value> lower_hardsigmoid_backward(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value grad = arg_as(ctx, 0, r), x = arg_as(ctx, 1, r);
   Value inside = b.binary("stablehlo.and", greater(b, x, splat(b, -3, x)),
@@ -158,7 +131,7 @@ TPU_LOWERING("hardsigmoid_backward", lower_hardsigmoid_backward);
 
 // hardswish(x) = x * min(max(x + 3, 0), 6) / 6
 std::vector<Value> lower_hardswish(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value x = arg_as(ctx, 0, r);
   Value shifted = b.add(x, splat(b, 3, x));
@@ -169,7 +142,7 @@ TPU_LOWERING("hardswish", lower_hardswish);
 
 // hardswish_backward(grad_output, self): 0 up to -3, grad * (x / 3 + 1/2) below 3, then grad.
 std::vector<Value> lower_hardswish_backward(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value grad = arg_as(ctx, 0, r), x = arg_as(ctx, 1, r);
   Value slope = b.add(b.div(x, splat(b, 3, x)), splat(b, 0.5, x));
@@ -188,24 +161,25 @@ Value elu_of(Builder& b, Value x, Value alpha, Value scale, Value input_scale) {
   return b.select(less_equal(b, x, zeros_like(b, x)), negative, b.mul(x, scale));
 }
 
-Value number_or(Context& ctx, size_t i, const Result& r, double fallback) {
-  return ctx.has(i) ? arg_as(ctx, i, r) : ctx.b.full(fallback, {r.compute, r.dims});
+// A scalar parameter, or `fallback` where it was not given.
+Value param_or(Context& ctx, size_t i, const ElementwiseResult& r, double fallback) {
+  return ctx.has(i) ? param_as(ctx, i, r) : ctx.b.full(fallback, {r.compute, r.dims});
 }
 
 std::vector<Value> lower_elu(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Value x = arg_as(ctx, 0, r);
-  return finish(ctx, r, elu_of(ctx.b, x, number_or(ctx, 1, r, 1), number_or(ctx, 2, r, 1),
-                               number_or(ctx, 3, r, 1)));
+  return finish(ctx, r, elu_of(ctx.b, x, param_or(ctx, 1, r, 1), param_or(ctx, 2, r, 1),
+                               param_or(ctx, 3, r, 1)));
 }
 TPU_LOWERING("elu", lower_elu);
 
 // celu(self, alpha) = elu(self, alpha, 1, 1 / alpha)
 std::vector<Value> lower_celu(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value x = arg_as(ctx, 0, r);
-  Value alpha = number_or(ctx, 1, r, 1);
+  Value alpha = param_or(ctx, 1, r, 1);
   Value one = splat(b, 1, x);
   return finish(ctx, r, elu_of(b, x, alpha, one, b.div(one, alpha)));
 }
@@ -213,10 +187,10 @@ TPU_LOWERING("celu", lower_celu);
 
 // elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result)
 std::vector<Value> lower_elu_backward(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value grad = arg_as(ctx, 0, r);
-  Value alpha = arg_as(ctx, 1, r), scale = arg_as(ctx, 2, r), input_scale = arg_as(ctx, 3, r);
+  Value alpha = param_as(ctx, 1, r), scale = param_as(ctx, 2, r), input_scale = param_as(ctx, 3, r);
   bool is_result = ctx.bool_arg(4, false);
   Value v = arg_as(ctx, 5, r);
   Value negative_scale = b.mul(alpha, scale);
@@ -254,7 +228,7 @@ Value gelu_tanh_inner(Builder& b, Value x) {
 
 // gelu(self, approximate): x * Phi(x), or its tanh approximation.
 std::vector<Value> lower_gelu(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value x = arg_as(ctx, 0, r);
   Value half_x = b.mul(x, splat(b, 0.5, x));
@@ -267,7 +241,7 @@ TPU_LOWERING("gelu", lower_gelu);
 
 // gelu_backward(grad_output, self, approximate)
 std::vector<Value> lower_gelu_backward(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value grad = arg_as(ctx, 0, r), x = arg_as(ctx, 1, r);
   Value one = splat(b, 1, x), half = splat(b, 0.5, x);
@@ -289,7 +263,7 @@ std::vector<Value> lower_gelu_backward(Context& ctx) {
 TPU_LOWERING("gelu_backward", lower_gelu_backward);
 
 std::vector<Value> lower_silu(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Value x = arg_as(ctx, 0, r);
   return finish(ctx, r, ctx.b.mul(x, sigmoid(ctx.b, x)));
 }
@@ -297,7 +271,7 @@ TPU_LOWERING("silu", lower_silu);
 
 // silu_backward(grad_output, self) = grad * s * (1 + x * (1 - s)), s = sigmoid(x)
 std::vector<Value> lower_silu_backward(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value grad = arg_as(ctx, 0, r), x = arg_as(ctx, 1, r);
   Value s = sigmoid(b, x), one = splat(b, 1, x);
@@ -308,7 +282,7 @@ TPU_LOWERING("silu_backward", lower_silu_backward);
 
 // sigmoid_backward(grad_output, output) = grad * (1 - y) * y
 std::vector<Value> lower_sigmoid_backward(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value grad = arg_as(ctx, 0, r), y = arg_as(ctx, 1, r);
   return finish(ctx, r, b.mul(b.mul(grad, b.sub(splat(b, 1, y), y)), y));
@@ -317,7 +291,7 @@ TPU_LOWERING("sigmoid_backward", lower_sigmoid_backward);
 
 // tanh_backward(grad_output, output) = grad * (1 - y^2)
 std::vector<Value> lower_tanh_backward(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value grad = arg_as(ctx, 0, r), y = arg_as(ctx, 1, r);
   return finish(ctx, r, b.mul(grad, b.sub(splat(b, 1, y), b.mul(y, y))));
@@ -326,10 +300,10 @@ TPU_LOWERING("tanh_backward", lower_tanh_backward);
 
 // softplus(self, beta, threshold): x where beta * x > threshold, else log1p(exp(beta x)) / beta.
 std::vector<Value> lower_softplus(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value x = arg_as(ctx, 0, r);
-  Value beta = number_or(ctx, 1, r, 1), threshold = number_or(ctx, 2, r, 20);
+  Value beta = param_or(ctx, 1, r, 1), threshold = param_or(ctx, 2, r, 20);
   Value scaled = b.mul(x, beta);
   Value smooth = b.div(softplus(b, scaled), beta);
   return finish(ctx, r, b.select(greater(b, scaled, threshold), x, smooth));
@@ -338,18 +312,18 @@ TPU_LOWERING("softplus", lower_softplus);
 
 // softplus_backward(grad_output, self, beta, threshold)
 std::vector<Value> lower_softplus_backward(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value grad = arg_as(ctx, 0, r), x = arg_as(ctx, 1, r);
-  Value scaled = b.mul(x, arg_as(ctx, 2, r));
+  Value scaled = b.mul(x, param_as(ctx, 2, r));
   Value smooth = b.mul(grad, sigmoid(b, scaled));  // grad * e / (e + 1), e = exp(beta x)
-  return finish(ctx, r, b.select(greater(b, scaled, arg_as(ctx, 3, r)), grad, smooth));
+  return finish(ctx, r, b.select(greater(b, scaled, param_as(ctx, 3, r)), grad, smooth));
 }
 TPU_LOWERING("softplus_backward", lower_softplus_backward);
 
 // mish(x) = x * tanh(softplus(x))
 std::vector<Value> lower_mish(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value x = arg_as(ctx, 0, r);
   return finish(ctx, r, b.mul(x, op(b, "tanh", softplus(b, x))));
@@ -358,7 +332,7 @@ TPU_LOWERING("mish", lower_mish);
 
 // mish_backward(grad_output, self) = grad * (t + x * sigmoid(x) * (1 - t^2)), t = tanh(softplus(x))
 std::vector<Value> lower_mish_backward(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value grad = arg_as(ctx, 0, r), x = arg_as(ctx, 1, r);
   Value t = op(b, "tanh", softplus(b, x));
@@ -370,7 +344,7 @@ TPU_LOWERING("mish_backward", lower_mish_backward);
 // log_sigmoid_forward(self) -> (output, buffer). output = min(x, 0) - log1p(exp(-|x|)); the
 // buffer holds exp(-|x|) as on PyTorch's CPU, though our backward recomputes from self.
 std::vector<Value> lower_log_sigmoid_forward(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value x = arg_as(ctx, 0, r);
   Value e = op(b, "exponential", op(b, "negate", op(b, "abs", x)));
@@ -385,7 +359,7 @@ TPU_LOWERING("log_sigmoid_forward", lower_log_sigmoid_forward);
 
 // log_sigmoid_backward(grad_output, self, buffer) = grad * sigmoid(-x)
 std::vector<Value> lower_log_sigmoid_backward(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value grad = arg_as(ctx, 0, r), x = arg_as(ctx, 1, r);
   return finish(ctx, r, b.mul(grad, sigmoid(b, op(b, "negate", x))));

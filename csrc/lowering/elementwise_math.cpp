@@ -7,8 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "lowering/float_math.h"
-#include "lowering/helpers.h"
+#include "lowering/elementwise.h"
 
 namespace tpu::lowering {
 
@@ -18,12 +17,40 @@ DType compute_dtype(DType dtype) {
   return dtype == DType::F16 || dtype == DType::BF16 ? DType::F32 : dtype;
 }
 
+ElementwiseResult result_of(const Context& ctx) {
+  const Output& out = ctx.outputs.at(0);
+  if (is_complex(out.dtype)) throw Unsupported(ctx.op + " on complex tensors");
+  return {out.dtype, compute_dtype(out.dtype), out.dims};
+}
+
+ElementwiseResult float_result_of(const Context& ctx) {
+  ElementwiseResult r = result_of(ctx);
+  if (!is_floating(r.dtype)) throw Unsupported(ctx.op + " with a non-floating result");
+  return r;
+}
+
+Value arg_as(Context& ctx, size_t i, const ElementwiseResult& r) {
+  return cast_to(ctx.b, ctx.b.convert(ctx.tensor(i), r.dtype), r.compute, r.dims);
+}
+
+Value param_as(Context& ctx, size_t i, const ElementwiseResult& r) {
+  return operand_as(ctx, i, r.compute, r.dims);
+}
+
+Value round_to_result(Builder& b, Value v, const ElementwiseResult& r) {
+  return b.convert(b.convert(v, r.dtype), r.compute);
+}
+
+std::vector<Value> finish(Context& ctx, const ElementwiseResult& r, Value v) {
+  return {ctx.b.convert(v, r.dtype)};
+}
+
+Value splat(Builder& b, double value, Value like) { return b.full(value, b.type(like)); }
+
 namespace {
 
 // ---------------------------------------------------------------------------------------------
 // Small builders.
-
-Value splat(Builder& b, double value, Value like) { return b.full(value, b.type(like)); }
 
 Value op(Builder& b, const char* name, Value x) {
   return b.unary(std::string("stablehlo.") + name, x);
@@ -35,6 +62,15 @@ Value op(Builder& b, const char* name, Value x, Value y) {
 Value is_nan(Builder& b, Value x) { return b.compare(x, x, "NE"); }
 Value is_negative(Builder& b, Value x) { return b.compare(x, splat(b, 0, x), "LT"); }
 Value negate(Builder& b, Value x) { return op(b, "negate", x); }
+
+Value extremum(Builder& b, Value x, Value y, bool is_max) {
+  if (b.dtype(x) == DType::Bool) return op(b, is_max ? "or" : "and", x, y);
+  Value m = is_max ? b.max(x, y) : b.min(x, y);
+  if (!is_floating(b.dtype(x))) return m;
+  m = b.select(is_nan(b, x), x, m);
+  return b.select(is_nan(b, y), y, m);
+}
+
 // Clamp to constant bounds; nan stays nan.
 Value clamp_to(Builder& b, Value x, double lo, double hi) {
   Value clamped = b.min(b.max(x, splat(b, lo, x)), splat(b, hi, x));
@@ -144,6 +180,9 @@ Value erf_core(Builder& b, Value x) {
 
 }  // namespace
 
+Value max_propagating_nan(Builder& b, Value x, Value y) { return extremum(b, x, y, true); }
+Value min_propagating_nan(Builder& b, Value x, Value y) { return extremum(b, x, y, false); }
+
 Value erf(Builder& b, Value x) {
   check_erf_dtype(b, x);
   if (b.dtype(x) == DType::F32) return erf_core(b, x);
@@ -165,64 +204,12 @@ Value erfc(Builder& b, Value x) {
 }
 
 namespace {
-Value extremum(Builder& b, Value x, Value y, bool is_max) {
-  if (b.dtype(x) == DType::Bool) return op(b, is_max ? "or" : "and", x, y);
-  Value m = is_max ? b.max(x, y) : b.min(x, y);
-  if (!is_floating(b.dtype(x))) return m;
-  m = b.select(is_nan(b, x), x, m);
-  return b.select(is_nan(b, y), y, m);
-}
-}  // namespace
-
-Value max_propagating_nan(Builder& b, Value x, Value y) { return extremum(b, x, y, true); }
-Value min_propagating_nan(Builder& b, Value x, Value y) { return extremum(b, x, y, false); }
-
-namespace {
 
 // ---------------------------------------------------------------------------------------------
-// Result bookkeeping.
+// Argument helpers.
 
 void reject_complex(const Context& ctx, DType dtype) {
   if (is_complex(dtype)) throw Unsupported(ctx.op + " on complex tensors");
-}
-
-// The result's dtype and dims, and the dtype its arithmetic runs in.
-struct Result {
-  DType dtype;
-  DType compute;
-  Dims dims;
-};
-
-Result result_of(const Context& ctx) {
-  const Output& out = ctx.outputs.at(0);
-  reject_complex(ctx, out.dtype);
-  return {out.dtype, compute_dtype(out.dtype), out.dims};
-}
-
-Result float_result_of(const Context& ctx) {
-  Result r = result_of(ctx);
-  if (!is_floating(r.dtype)) throw Unsupported(ctx.op + " with a non-floating result");
-  return r;
-}
-
-// Operand i in the compute dtype. It is rounded to the result dtype first, as PyTorch casts every
-// operand (numbers included) to the common dtype before its f16 / bf16 kernels widen to f32.
-Value arg_as(Context& ctx, size_t i, const Result& r) {
-  return cast_to(ctx.b, ctx.b.convert(ctx.tensor(i), r.dtype), r.compute, r.dims);
-}
-
-// A scalar parameter (addcmul's value, lerp's weight) that PyTorch passes to its kernels in the
-// compute dtype without rounding it to the result dtype.
-Value param_as(Context& ctx, size_t i, const Result& r) { return operand_as(ctx, i, r.compute, r.dims); }
-
-// `v` rounded to the result dtype and widened again: reproduces the per-operation rounding of
-// PyTorch's f16 / bf16 kernels where a formula is sensitive to it.
-Value round_to_result(Builder& b, Value v, const Result& r) {
-  return b.convert(b.convert(v, r.dtype), r.compute);
-}
-
-std::vector<Value> finish(Context& ctx, const Result& r, Value v) {
-  return {ctx.b.convert(v, r.dtype)};
 }
 
 // A string argument, "" when absent.
@@ -239,7 +226,7 @@ using FloatFn = Value (*)(Builder&, Value);
 
 template <FloatFn fn>
 std::vector<Value> lower_float_unary(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   return finish(ctx, r, fn(ctx.b, arg_as(ctx, 0, r)));
 }
 
@@ -345,7 +332,7 @@ TPU_LOWERING("erf", lower_float_unary<erf_of>);
 TPU_LOWERING("erfc", lower_float_unary<erfc_of>);
 
 std::vector<Value> lower_logit(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value x = arg_as(ctx, 0, r);
   if (ctx.has(1)) {
@@ -362,7 +349,7 @@ TPU_LOWERING("logit", lower_logit);
 // Unary ops that keep integer dtypes.
 
 std::vector<Value> lower_neg(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   if (r.dtype == DType::Bool) throw Unsupported("neg of a bool tensor");
   Value x = operand_as(ctx, 0, r.dtype, r.dims);
   return {ctx.b.sub(splat(ctx.b, 0, x), x)};  // also wraps unsigned values like PyTorch
@@ -370,7 +357,7 @@ std::vector<Value> lower_neg(Context& ctx) {
 TPU_LOWERING("neg", lower_neg);
 
 std::vector<Value> lower_abs(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   Value x = operand_as(ctx, 0, r.dtype, r.dims);
   if (r.dtype == DType::Bool || is_unsigned(r.dtype)) return {x};
   return {op(ctx.b, "abs", x)};
@@ -379,7 +366,7 @@ TPU_LOWERING("abs", lower_abs);
 
 // PyTorch's sign is (x > 0) - (x < 0): 0 for nan and +0 for -0.
 std::vector<Value> lower_sign(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   Builder& b = ctx.b;
   Value x = operand_as(ctx, 0, r.dtype, r.dims);
   if (r.dtype == DType::Bool) return {x};
@@ -394,7 +381,7 @@ TPU_LOWERING("sgn", lower_sign);
 // floor, ceil, round and trunc are the identity on integers.
 template <FloatFn fn>
 std::vector<Value> lower_rounding(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   Value x = operand_as(ctx, 0, r.dtype, r.dims);
   if (!is_floating(r.dtype)) return {x};
   return {fn(ctx.b, x)};
@@ -408,7 +395,7 @@ TPU_LOWERING("trunc", lower_rounding<trunc_of>);
 
 // round(x) is half-to-even; round(x, decimals=d) scales by 10^|d| (a static attribute) first.
 std::vector<Value> lower_round(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   Builder& b = ctx.b;
   int64_t decimals = ctx.int_arg(1, 0);  // round.decimals (and its _out / in-place forms)
   Value x = operand_as(ctx, 0, r.dtype, r.dims);
@@ -427,21 +414,21 @@ std::vector<Value> lower_round(Context& ctx) {
 TPU_LOWERING("round", lower_round);
 
 std::vector<Value> lower_frac(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Value x = arg_as(ctx, 0, r);
   return finish(ctx, r, ctx.b.sub(x, trunc_float(ctx.b, x)));
 }
 TPU_LOWERING("frac", lower_frac);
 
 std::vector<Value> lower_bitwise_not(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   if (is_floating(r.dtype)) throw Unsupported("bitwise_not of a float tensor");
   return {op(ctx.b, "not", operand_as(ctx, 0, r.dtype, r.dims))};
 }
 TPU_LOWERING("bitwise_not", lower_bitwise_not);
 
 std::vector<Value> lower_logical_not(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   Value x = operand_as(ctx, 0, DType::Bool, r.dims);
   return {ctx.b.convert(op(ctx.b, "not", x), r.dtype)};
 }
@@ -495,7 +482,7 @@ TPU_LOWERING("isfinite", lower_float_class<FloatClass::Finite>);
 
 // self + alpha * other, for add / sub / rsub. alpha is args[2] when given.
 Value scaled_sum(Context& ctx, size_t lhs, size_t rhs, bool subtract) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   Builder& b = ctx.b;
   Value x = arg_as(ctx, lhs, r);
   Value y = arg_as(ctx, rhs, r);
@@ -517,7 +504,7 @@ TPU_LOWERING("sub", lower_sub);
 TPU_LOWERING("rsub", lower_rsub);
 
 std::vector<Value> lower_mul(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   Value x = arg_as(ctx, 0, r), y = arg_as(ctx, 1, r);
   if (r.dtype == DType::Bool) return {op(ctx.b, "and", x, y)};
   return finish(ctx, r, ctx.b.mul(x, y));
@@ -556,7 +543,7 @@ Value floor_divide_int(Builder& b, Value x, Value y) {
 }
 
 Value divide(Context& ctx, const std::string& rounding_mode) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   Builder& b = ctx.b;
   if (r.dtype == DType::Bool) throw Unsupported("division with a bool result");
   Value x = arg_as(ctx, 0, r), y = arg_as(ctx, 1, r);
@@ -584,7 +571,7 @@ TPU_LOWERING("floor_divide", lower_floor_divide);
 
 // Python's modulo: the result takes the divisor's sign.
 std::vector<Value> lower_remainder(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   Builder& b = ctx.b;
   if (r.dtype == DType::Bool) throw Unsupported("remainder of bool tensors");
   Value x = arg_as(ctx, 0, r), y = arg_as(ctx, 1, r);
@@ -598,14 +585,14 @@ TPU_LOWERING("remainder", lower_remainder);
 
 // C's fmod: the result takes the dividend's sign, which is what stablehlo.remainder computes.
 std::vector<Value> lower_fmod(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   if (r.dtype == DType::Bool) throw Unsupported("fmod of bool tensors");
   return finish(ctx, r, op(ctx.b, "remainder", arg_as(ctx, 0, r), arg_as(ctx, 1, r)));
 }
 TPU_LOWERING("fmod", lower_fmod);
 
 std::vector<Value> lower_pow(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   if (r.dtype == DType::Bool) throw Unsupported("pow with a bool result");
   return finish(ctx, r, op(ctx.b, "power", arg_as(ctx, 0, r), arg_as(ctx, 1, r)));
 }
@@ -614,7 +601,7 @@ TPU_LOWERING("pow", lower_pow);
 // maximum / minimum propagate nan; fmax / fmin prefer the number over a nan.
 template <bool is_max, bool ignore_nan>
 std::vector<Value> lower_extremum(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   Builder& b = ctx.b;
   Value x = arg_as(ctx, 0, r), y = arg_as(ctx, 1, r);
   Value m = is_max ? max_propagating_nan(b, x, y) : min_propagating_nan(b, x, y);
@@ -629,14 +616,14 @@ TPU_LOWERING("fmax", (lower_extremum<true, true>));
 TPU_LOWERING("fmin", (lower_extremum<false, true>));
 
 std::vector<Value> lower_atan2(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   return finish(ctx, r, op(ctx.b, "atan2", arg_as(ctx, 0, r), arg_as(ctx, 1, r)));
 }
 TPU_LOWERING("atan2", lower_atan2);
 
 // hypot without overflow: big * sqrt(1 + (small / big)^2); inf wins over nan.
 std::vector<Value> lower_hypot(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value x = op(b, "abs", arg_as(ctx, 0, r)), y = op(b, "abs", arg_as(ctx, 1, r));
   Value big = max_propagating_nan(b, x, y), small = min_propagating_nan(b, x, y);
@@ -650,7 +637,7 @@ std::vector<Value> lower_hypot(Context& ctx) {
 TPU_LOWERING("hypot", lower_hypot);
 
 std::vector<Value> lower_copysign(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value magnitude = op(b, "abs", arg_as(ctx, 0, r));
   Value negative = sign_bit(b, arg_as(ctx, 1, r));
@@ -660,7 +647,7 @@ TPU_LOWERING("copysign", lower_copysign);
 
 // x * log(y), with 0 where x == 0 (unless y is nan).
 std::vector<Value> lower_xlogy(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value x = arg_as(ctx, 0, r), y = arg_as(ctx, 1, r);
   Value product = b.mul(x, log_of(b, y));
@@ -675,7 +662,7 @@ TPU_LOWERING("xlogy", lower_xlogy);
 
 template <const char* hlo_name>
 std::vector<Value> lower_bitwise(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   if (is_floating(r.dtype)) throw Unsupported(ctx.op + " on float tensors");
   return {op(ctx.b, hlo_name, operand_as(ctx, 0, r.dtype, r.dims), operand_as(ctx, 1, r.dtype, r.dims))};
 }
@@ -699,7 +686,7 @@ TPU_LOWERING("logical_xor", lower_logical<kXor>);
 // Shifts by a negative amount or by at least the bit width give 0 (left) or the sign fill (right).
 template <bool left>
 std::vector<Value> lower_shift(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   if (!is_integral(r.dtype)) throw Unsupported(ctx.op + " on non-integer tensors");
   Builder& b = ctx.b;
   Value x = operand_as(ctx, 0, r.dtype, r.dims), amount = operand_as(ctx, 1, r.dtype, r.dims);
@@ -747,7 +734,7 @@ TPU_LOWERING("ge", lower_compare<kGe>);
 
 // where(condition, self, other)
 std::vector<Value> lower_where(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   Value condition = operand_as(ctx, 0, DType::Bool, r.dims);
   Value x = operand_as(ctx, 1, r.dtype, r.dims), y = operand_as(ctx, 2, r.dtype, r.dims);
   return {ctx.b.select(condition, x, y)};
@@ -756,7 +743,7 @@ TPU_LOWERING("where", lower_where);
 
 // masked_fill(self, mask, value)
 std::vector<Value> lower_masked_fill(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   Value mask = operand_as(ctx, 1, DType::Bool, r.dims);
   Value fill = operand_as(ctx, 2, r.dtype, r.dims), x = operand_as(ctx, 0, r.dtype, r.dims);
   return {ctx.b.select(mask, fill, x)};
@@ -775,7 +762,7 @@ TPU_LOWERING("zero", lower_zero);
 
 // clamp(self, min, max) = min(max(self, min), max): nan in any operand gives nan, and max wins
 // when min > max, as in PyTorch. Either bound may be absent.
-Value clamp_between(Context& ctx, const Result& r, Value x, size_t min_index, size_t max_index) {
+Value clamp_between(Context& ctx, const ElementwiseResult& r, Value x, size_t min_index, size_t max_index) {
   if (min_index != SIZE_MAX && ctx.has(min_index)) {
     x = max_propagating_nan(ctx.b, x, arg_as(ctx, min_index, r));
   }
@@ -787,7 +774,7 @@ Value clamp_between(Context& ctx, const Result& r, Value x, size_t min_index, si
 
 template <size_t min_index, size_t max_index>
 std::vector<Value> lower_clamp(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   if (r.dtype == DType::Bool) throw Unsupported("clamp of bool tensors");
   return finish(ctx, r, clamp_between(ctx, r, arg_as(ctx, 0, r), min_index, max_index));
 }
@@ -807,7 +794,7 @@ double largest_finite(DType dtype) {
 }
 
 std::vector<Value> lower_nan_to_num(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   Builder& b = ctx.b;
   Value x = operand_as(ctx, 0, r.dtype, r.dims);
   if (!is_floating(r.dtype)) return {x};
@@ -826,7 +813,7 @@ TPU_LOWERING("nan_to_num", lower_nan_to_num);
 
 // addcmul(self, tensor1, tensor2, value) = self + value * tensor1 * tensor2
 std::vector<Value> lower_addcmul(Context& ctx) {
-  Result r = result_of(ctx);
+  ElementwiseResult r = result_of(ctx);
   Builder& b = ctx.b;
   if (r.dtype == DType::Bool) throw Unsupported("addcmul of bool tensors");
   Value scaled = arg_as(ctx, 1, r);
@@ -837,7 +824,7 @@ TPU_LOWERING("addcmul", lower_addcmul);
 
 // addcdiv(self, tensor1, tensor2, value) = self + value * tensor1 / tensor2
 std::vector<Value> lower_addcdiv(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value numerator = arg_as(ctx, 1, r);
   if (ctx.has(3)) numerator = b.mul(param_as(ctx, 3, r), numerator);
@@ -847,7 +834,7 @@ TPU_LOWERING("addcdiv", lower_addcdiv);
 
 // lerp(self, end, weight): from whichever end is nearer, so that weight 1 gives `end` exactly.
 std::vector<Value> lower_lerp(Context& ctx) {
-  Result r = float_result_of(ctx);
+  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
   Value start = arg_as(ctx, 0, r), end = arg_as(ctx, 1, r), weight = param_as(ctx, 2, r);
   Value diff = b.sub(end, start);

@@ -1,6 +1,6 @@
-// Indexing and rearranging: cat, index_select, gather, scatter, scatter_add, index_add,
-// advanced indexing (index.Tensor, index_put), constant_pad_nd, flip, roll, tril / triu, arange,
-// clone, sort and topk.
+// Indexing and rearranging: cat, index_select, gather, scatter, scatter_add, scatter_reduce,
+// index_add, advanced indexing (index.Tensor, index_put), constant_pad_nd, flip, roll,
+// tril / triu, arange, clone, sort and topk.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -52,7 +52,7 @@ std::string accumulate_combiner(DType dtype, bool multiply = false) {
 }
 
 // cat(tensors, dim): every input converted to the result dtype. Inputs without elements add
-// nothing (this also covers the legacy 1-D empty tensors of any other shape).
+// nothing, which also drops the legacy 1-D empty tensors whatever the others' shape.
 std::vector<Value> lower_cat(Context& ctx) {
   Builder& b = ctx.b;
   const Output& out = ctx.outputs.at(0);
@@ -154,7 +154,52 @@ std::vector<Value> scatter_family(Context& ctx, bool add) {
 std::vector<Value> lower_scatter(Context& ctx) { return scatter_family(ctx, false); }
 std::vector<Value> lower_scatter_add(Context& ctx) { return scatter_family(ctx, true); }
 
-// index_add(self, dim, index, source, alpha): self[..., index[i], ...] += alpha * source[..., i, ...]
+// scatter_reduce(self, dim, index, src, reduce, include_self): sum, prod, mean, amax, amin.
+// Without include_self the positions index hits start from the reduction's identity.
+std::vector<Value> lower_scatter_reduce(Context& ctx) {
+  Builder& b = ctx.b;
+  Value self = at_least_1d(b, ctx.tensor(0));
+  Value index = at_least_1d(b, ctx.tensor(2));
+  DType dtype = b.dtype(self);
+  int64_t rank = b.rank(self);
+  if (b.rank(index) != rank || dtype == DType::Bool) throw Unsupported(ctx.op + ": arguments");
+  if (numel(b.dims(index)) == 0) return {as_output(ctx, self)};
+  int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
+  Dims index_dims = b.dims(index);
+  Value src = b.slice(b.convert(at_least_1d(b, ctx.tensor(3)), dtype), Dims(rank, 0), index_dims,
+                      Dims(rank, 1));
+  const std::string& reduce = ctx.arg(4).s;
+  bool mean = reduce == "mean";
+  std::string combiner;
+  double identity = 0;
+  if (reduce == "sum" || (mean && is_floating(dtype))) {
+    combiner = "stablehlo.add";
+  } else if (reduce == "prod") {
+    combiner = "stablehlo.multiply";
+    identity = 1;
+  } else if ((reduce == "amax" || reduce == "amin") && !is_floating(dtype)) {
+    // Not for floats: XLA's maximum / minimum may drop NaNs where PyTorch keeps them.
+    combiner = reduce == "amax" ? "stablehlo.maximum" : "stablehlo.minimum";
+    identity = reduce == "amax" ? lowest(dtype) : highest(dtype);
+  } else {
+    throw Unsupported(ctx.op + ": reduce=" + reduce + " for " + mlir_name(dtype));
+  }
+  Value base = self;
+  if (!ctx.bool_arg(5, true)) {
+    base = scatter_along(b, self, dim, index, b.full(identity, {dtype, index_dims}), "");
+  }
+  Value result = scatter_along(b, base, dim, index, src, combiner);
+  if (mean) {
+    TensorType type = b.type(self);
+    Value counts = scatter_along(b, b.full(ctx.bool_arg(5, true) ? 1 : 0, type), dim, index,
+                                 b.full(1, {dtype, index_dims}), "stablehlo.add");
+    result = b.div(result, b.max(counts, b.full(1, type)));
+  }
+  return {as_output(ctx, result)};
+}
+
+// index_add(self, dim, index, source, alpha):
+// self[..., index[i], ...] += alpha * source[..., i, ...]
 std::vector<Value> lower_index_add(Context& ctx) {
   Builder& b = ctx.b;
   Value self = at_least_1d(b, ctx.tensor(0));
@@ -216,7 +261,8 @@ AdvancedIndex advanced_index(Context& ctx, Value self, const std::vector<Value>&
   }
   a.points = b.concatenate(coordinates, a.batch_rank);
 
-  bool adjacent = a.indexed.back() - a.indexed.front() + 1 == static_cast<int64_t>(a.indexed.size());
+  int64_t span = a.indexed.back() - a.indexed.front() + 1;
+  bool adjacent = span == static_cast<int64_t>(a.indexed.size());
   int64_t insert_at = adjacent ? a.indexed.front() : 0;
   for (int64_t d = 0; d < rank; ++d) {
     if (d == insert_at) a.result_dims.insert(a.result_dims.end(), batch.begin(), batch.end());
@@ -315,8 +361,9 @@ std::vector<Value> lower_constant_pad_nd(Context& ctx) {
 std::vector<Value> lower_flip(Context& ctx) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
-  Dims dims = b.rank(x) == 0 ? Dims{} : reduction_dims(ctx, 1, b.rank(x));
-  if (ctx.arg(1).ints.empty()) dims.clear();
+  if (b.rank(x) == 0) return {as_output(ctx, x)};
+  Dims dims;
+  for (int64_t d : ctx.arg(1).ints) dims.push_back(wrap_dim(d, b.rank(x)));
   return {as_output(ctx, b.reverse(x, dims))};
 }
 
@@ -404,7 +451,8 @@ std::pair<Value, Value> sort_along(Builder& b, Value x, int64_t dim, bool descen
           Value lhs_nan = r.compare(lhs, lhs, "NE"), rhs_nan = r.compare(rhs, rhs, "NE");
           Value ranks_above = descending ? lhs_nan : rhs_nan;
           Value ranks_below = r.unary("stablehlo.not", descending ? rhs_nan : lhs_nan);
-          before = r.binary("stablehlo.or", before, r.binary("stablehlo.and", ranks_above, ranks_below));
+          Value nan_first = r.binary("stablehlo.and", ranks_above, ranks_below);
+          before = r.binary("stablehlo.or", before, nan_first);
         }
         return std::vector<Value>{before};
       });
@@ -447,6 +495,7 @@ TPU_LOWERING("index_select", lower_index_select);
 TPU_LOWERING("gather", lower_gather);
 TPU_LOWERING("scatter", lower_scatter);
 TPU_LOWERING("scatter_add", lower_scatter_add);
+TPU_LOWERING("scatter_reduce", lower_scatter_reduce);
 TPU_LOWERING("index_add", lower_index_add);
 TPU_LOWERING("index", lower_index);
 TPU_LOWERING("index_put", lower_index_put);

@@ -50,10 +50,14 @@ std::vector<Value> lower_scaled_accumulate(Context& ctx, const Contraction& c) {
   return {as_output(ctx, b.add(scaled_self, b.mul(alpha, prod)))};
 }
 
-std::vector<Value> lower_mm(Context& ctx) { return {as_output(ctx, product(ctx, 0, 1, kMatrixMatrix))}; }
-std::vector<Value> lower_bmm(Context& ctx) { return {as_output(ctx, product(ctx, 0, 1, kBatched))}; }
-std::vector<Value> lower_dot(Context& ctx) { return {as_output(ctx, product(ctx, 0, 1, kVectorVector))}; }
-std::vector<Value> lower_mv(Context& ctx) { return {as_output(ctx, product(ctx, 0, 1, kMatrixVector))}; }
+std::vector<Value> lower_product(Context& ctx, const Contraction& c) {
+  return {as_output(ctx, product(ctx, 0, 1, c))};
+}
+
+std::vector<Value> lower_mm(Context& ctx) { return lower_product(ctx, kMatrixMatrix); }
+std::vector<Value> lower_bmm(Context& ctx) { return lower_product(ctx, kBatched); }
+std::vector<Value> lower_dot(Context& ctx) { return lower_product(ctx, kVectorVector); }
+std::vector<Value> lower_mv(Context& ctx) { return lower_product(ctx, kMatrixVector); }
 std::vector<Value> lower_addmm(Context& ctx) { return lower_scaled_accumulate(ctx, kMatrixMatrix); }
 std::vector<Value> lower_baddbmm(Context& ctx) { return lower_scaled_accumulate(ctx, kBatched); }
 std::vector<Value> lower_addbmm(Context& ctx) { return lower_scaled_accumulate(ctx, kBatchSummed); }

@@ -356,7 +356,8 @@ NllPicks nll_picks(Context& ctx, Value input, size_t target_index, size_t weight
   int64_t class_dim = b.rank(input) == 1 ? 0 : 1;
   Value target = b.convert(ctx.tensor(target_index), DType::I64);
   Value spread_target = b.broadcast_in_dim(target, shape, all_but(b.rank(input), class_dim));
-  Value kept = b.compare(spread_target, b.full(static_cast<double>(ignore_index), b.type(spread_target)), "NE");
+  Value ignored = b.full(static_cast<double>(ignore_index), b.type(spread_target));
+  Value kept = b.compare(spread_target, ignored, "NE");
   Value chosen = b.binary("stablehlo.and", kept,
                           b.compare(b.iota({DType::I64, shape}, class_dim), spread_target, "EQ"));
   Value class_weight = ctx.has(weight_index) ? per_channel(ctx, weight_index, acc, shape, class_dim)
@@ -375,7 +376,8 @@ std::vector<Value> lower_nll_loss_forward(Context& ctx) {
   Reduction reduction = reduction_arg(ctx, 3);
   NllPicks p = nll_picks(ctx, input, 1, 2, ctx.int_arg(4, -100));
   Value zeros = b.zeros(b.type(input));
-  Value picked = sum_over(b, b.select(p.chosen, b.mul(input, p.class_weight), zeros), {p.class_dim});
+  Value weighted = b.select(p.chosen, b.mul(input, p.class_weight), zeros);
+  Value picked = sum_over(b, weighted, {p.class_dim});
   Value loss = b.unary("stablehlo.negate", picked);
   if (reduction == kNone) {
     // PyTorch reports the weight of a lone sample, and 0 for a batch.
@@ -489,7 +491,8 @@ std::vector<Value> lower_embedding_dense_backward(Context& ctx) {
     grad = b.select(b.broadcast_to(padding, {count, width}), b.zeros(b.type(grad)), grad);
   }
   hlo::Builder::ScatterDims rows{{1}, {0}, {0}, 1};
-  Value result = b.scatter(b.zeros({acc, {num_weights, width}}), index, grad, rows, "stablehlo.add");
+  Value table = b.zeros({acc, {num_weights, width}});
+  Value result = b.scatter(table, index, grad, rows, "stablehlo.add");
   if (ctx.bool_arg(4, false)) {
     hlo::Builder::ScatterDims elements{{}, {0}, {0}, 1};
     Value counts = b.scatter(b.zeros({acc, {num_weights}}), index, b.full(1, {acc, {count}}),

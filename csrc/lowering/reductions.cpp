@@ -167,7 +167,9 @@ std::vector<Value> lower_max_min(Context& ctx, bool is_max) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
   if (is_complex(b.dtype(x))) throw Unsupported(ctx.op + ": complex");
-  if (ctx.args.size() == 1) return {as_output(ctx, extreme_over(b, x, all_dims(b.rank(x)), is_max))};
+  if (ctx.args.size() == 1) {
+    return {as_output(ctx, extreme_over(b, x, all_dims(b.rank(x)), is_max))};
+  }
   Kind second = ctx.arg(1).kind;
   if (second == Kind::Tensor || second == Kind::Number) {
     const Output& out = ctx.outputs.at(0);

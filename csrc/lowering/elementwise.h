@@ -1,0 +1,51 @@
+// Shared by the elementwise lowerings (elementwise_math.cpp, activations.cpp): the dtype rules of
+// PyTorch's elementwise kernels, and the float math that StableHLO lacks.
+#pragma once
+
+#include <vector>
+
+#include "lowering/helpers.h"
+
+namespace tpu::lowering {
+
+// The dtype that elementwise float math runs in: f16 and bf16 compute in f32 and round once at
+// the end, as PyTorch's CPU kernels do; every other dtype computes in itself.
+DType compute_dtype(DType dtype);
+
+// The result's dtype and dims (ctx.outputs[0]) and the dtype its arithmetic runs in.
+struct ElementwiseResult {
+  DType dtype;
+  DType compute;
+  Dims dims;
+};
+ElementwiseResult result_of(const Context& ctx);        // Unsupported for complex results
+ElementwiseResult float_result_of(const Context& ctx);  // ... and for non-floating ones
+
+// Operand i (tensor or number) in the compute dtype, broadcast to the result. It is rounded to the
+// result dtype first, as PyTorch casts every operand to the common dtype before its f16 / bf16
+// kernels widen to f32.
+Value arg_as(Context& ctx, size_t i, const ElementwiseResult& r);
+// A scalar parameter (alpha of addcmul, a slope, a threshold) in the compute dtype, unrounded:
+// PyTorch hands those to its kernels in the compute dtype.
+Value param_as(Context& ctx, size_t i, const ElementwiseResult& r);
+// `v` rounded to the result dtype and widened again, where a formula must reproduce the
+// per-operation rounding of PyTorch's f16 / bf16 kernels.
+Value round_to_result(hlo::Builder& b, Value v, const ElementwiseResult& r);
+// `v` converted to the result dtype, as the lowering's single result.
+std::vector<Value> finish(Context& ctx, const ElementwiseResult& r, Value v);
+
+// A constant of `like`'s type.
+Value splat(hlo::Builder& b, double value, Value like);
+
+// Elementwise maximum / minimum with PyTorch's nan rule: a nan operand gives nan. XLA's CPU
+// stablehlo.maximum returns the number when only its second operand is nan, so floats need this.
+// Any dtype; bool operands give or / and.
+Value max_propagating_nan(hlo::Builder& b, Value x, Value y);
+Value min_propagating_nan(hlo::Builder& b, Value x, Value y);
+
+// erf and erfc from stablehlo ops only (XLA versions differ in whether they accept chlo.erf).
+// `x` must be F32 or F64; both are accurate to a few ulps of that dtype.
+Value erf(hlo::Builder& b, Value x);
+Value erfc(hlo::Builder& b, Value x);
+
+}  // namespace tpu::lowering
