@@ -56,27 +56,26 @@ const char* kInstallHint =
     "`pip install jax-cuda12-pjrt` on an NVIDIA GPU; or point TORCH_TPU_PJRT_PLUGIN at a plugin's "
     ".so file.";
 
-PJRT_NamedValue int_option(const char* name, int64_t value) {
+PJRT_NamedValue named_option(const char* name, PJRT_NamedValue_Type type) {
   PJRT_NamedValue v;
   std::memset(&v, 0, sizeof v);
   v.struct_size = sizeof v;
   v.name = name;
   v.name_size = std::strlen(name);
-  v.type = PJRT_NamedValue_kInt64;
-  v.int64_value = value;
+  v.type = type;
   v.value_size = 1;
   return v;
 }
 
+PJRT_NamedValue int_option(const char* name, int64_t value) {
+  PJRT_NamedValue v = named_option(name, PJRT_NamedValue_kInt64);
+  v.int64_value = value;
+  return v;
+}
+
 PJRT_NamedValue bool_option(const char* name, bool value) {
-  PJRT_NamedValue v;
-  std::memset(&v, 0, sizeof v);
-  v.struct_size = sizeof v;
-  v.name = name;
-  v.name_size = std::strlen(name);
-  v.type = PJRT_NamedValue_kBool;
+  PJRT_NamedValue v = named_option(name, PJRT_NamedValue_kBool);
   v.bool_value = value;
-  v.value_size = 1;
   return v;
 }
 
@@ -249,28 +248,28 @@ std::string Client::device_kind(int device) const {
   return std::string(kind.device_kind, kind.device_kind_size);
 }
 
+namespace {
+// Destructors cannot throw: an error while releasing is dropped.
+void discard(PJRT_Error* error) {
+  if (!error) return;
+  auto destroy = make_args<PJRT_Error_Destroy_Args>();
+  destroy.error = error;
+  g_client->api()->PJRT_Error_Destroy(&destroy);
+}
+}  // namespace
+
 Buffer::~Buffer() {
   if (!raw_ || !g_client) return;
   auto args = make_args<PJRT_Buffer_Destroy_Args>();
   args.buffer = raw_;
-  PJRT_Error* error = g_client->api()->PJRT_Buffer_Destroy(&args);
-  if (error) {
-    auto destroy = make_args<PJRT_Error_Destroy_Args>();
-    destroy.error = error;
-    g_client->api()->PJRT_Error_Destroy(&destroy);
-  }
+  discard(g_client->api()->PJRT_Buffer_Destroy(&args));
 }
 
 Executable::~Executable() {
   if (!raw_ || !g_client) return;
   auto args = make_args<PJRT_LoadedExecutable_Destroy_Args>();
   args.executable = raw_;
-  PJRT_Error* error = g_client->api()->PJRT_LoadedExecutable_Destroy(&args);
-  if (error) {
-    auto destroy = make_args<PJRT_Error_Destroy_Args>();
-    destroy.error = error;
-    g_client->api()->PJRT_Error_Destroy(&destroy);
-  }
+  discard(g_client->api()->PJRT_LoadedExecutable_Destroy(&args));
 }
 
 std::string Executable::serialize() const {
