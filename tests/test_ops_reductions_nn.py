@@ -41,8 +41,15 @@ def randn(*shape, dtype=torch.float32, scale=1.0):
 
 
 def loose(dtype):
-    """Half types round differently (PyTorch rounds intermediate results, we round once)."""
-    return dict(atol=2e-2, rtol=2e-2) if dtype in HALF else {}
+    """Tolerances for half types: PyTorch's CPU kernels round some intermediate results (batch
+    sums of bf16 gradients, for one) where we accumulate in f32 and round once, so the two may
+    differ by a few ulps even where ours is the closer to the exact value."""
+    return dict(atol=3e-2, rtol=3e-2) if dtype in HALF else {}
+
+
+@pytest.fixture(autouse=True)
+def seeded():
+    torch.manual_seed(0)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.bool])
@@ -97,6 +104,7 @@ def test_any_all(mode, no_fallback, dtype):
         same(fn, x, dim=0, keepdim=True)
 
 
+@pytest.mark.filterwarnings("ignore:var\\(\\).*degrees of freedom")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_var_std(mode, no_fallback, dtype):
     x = randn(4, 6, 3, dtype=dtype)
@@ -141,7 +149,7 @@ def test_vector_norm(mode, no_fallback, ord):
     x[0, 0] = 0
     same(torch.linalg.vector_norm, x, ord)
     same(torch.linalg.vector_norm, x, ord, 1, True)
-    same(torch.linalg.vector_norm, x.bfloat16(), ord, 0, atol=2e-2, rtol=2e-2)
+    same(torch.linalg.vector_norm, x.bfloat16(), ord, 0, **loose(torch.bfloat16))
     if ord == 2:
         same(lambda t: t.norm(), x)
         same_grads(lambda t: torch.linalg.vector_norm(t, ord, 1), x)
@@ -202,7 +210,8 @@ def test_nll_and_cross_entropy(mode, no_fallback, reduction):
         same_grads(lambda x: F.cross_entropy(x, target.to(x.device), reduction=reduction,
                                              ignore_index=ignore), logits)
         same_grads(lambda x, w: F.nll_loss(F.log_softmax(x, 1), target.to(x.device), w.detach(),
-                                           reduction=reduction, ignore_index=ignore), logits, weight)
+                                           reduction=reduction, ignore_index=ignore),
+                   logits, weight)
     same_grads(lambda x: F.nll_loss(x, target[0].to(x.device), reduction=reduction), logits[0])
     images, pixels = randn(2, 4, 3, 3), torch.randint(0, 4, (2, 3, 3))
     same_grads(lambda x: F.cross_entropy(x, pixels.to(x.device), weight.to(x.device),
@@ -248,6 +257,7 @@ def test_cat(mode, no_fallback, dtype):
     same(torch.stack, [randn(2, 3).to(dtype), randn(2, 3).to(dtype)], 1)
 
 
+@pytest.mark.filterwarnings("ignore:The reduce argument of torch.scatter")
 def test_gather_scatter(mode, no_fallback):
     x = randn(4, 5)
     idx = torch.tensor([[0, 1, 4], [2, 2, 0]])
@@ -261,6 +271,11 @@ def test_gather_scatter(mode, no_fallback):
     same(torch.index_add, x, 0, torch.tensor([1, 1, 3]), randn(3, 5), alpha=2)
     same(torch.index_add, torch.arange(6).reshape(2, 3), 1, torch.tensor([2, 2]),
          torch.ones(2, 2, dtype=torch.int64))
+    for reduce in ("sum", "prod", "mean"):
+        same(lambda *a: torch.scatter_reduce(*a, reduce, include_self=False),
+             x, 1, idx, randn(2, 3))
+    same(lambda *a: torch.scatter_reduce(*a, "amax"), torch.arange(8).reshape(2, 4), 1,
+         torch.tensor([[0, 0, 3]]), torch.tensor([[5, -2, 1]]))
     same_grads(lambda t: torch.gather(t, 1, idx.to(t.device)), x)
     same_grads(lambda t: t.index_select(0, torch.tensor([3, 3, 0], device=t.device)), x)
 

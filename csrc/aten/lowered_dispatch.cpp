@@ -181,7 +181,7 @@ class CallBuilder {
                  !value.isIntList() && !value.isBoolList() && !value.isDoubleList() && !value.isSymIntList()) {
         c10::List<c10::optional<at::Tensor>> list;
         for (const c10::IValue& entry : value.toListRef()) {
-          if (entry.isNone()) {
+          if (entry.isNone() || !entry.toTensor().defined()) {
             list.push_back(c10::nullopt);
           } else {
             list.push_back(meta_like(entry.toTensor()));
@@ -383,7 +383,8 @@ class CallBuilder {
       case c10::TypeKind::TensorType:
         arg->kind = Arg::Kind::TensorList;
         for (const c10::IValue& entry : value.toListRef()) {
-          if (entry.isNone()) {
+          // Python indexing passes undefined tensors where the index has a plain slice.
+          if (entry.isNone() || !entry.toTensor().defined()) {
             arg->slots.push_back(-1);
             continue;
           }
