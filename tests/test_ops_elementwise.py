@@ -298,9 +298,6 @@ def test_masked_fill(mode, no_fallback):
     assert_same_as_cpu(lambda t, m: t.clone().masked_fill_(m, -INF), x, mask)
 
 
-@pytest.mark.xfail(strict=True, reason="the ATen layer runs masked_fill's meta function with `self` on "
-                   "the meta device and the value on the CPU, which PyTorch's reference rejects; on "
-                   "CUDA and PrivateUse1 a CPU scalar value is allowed")
 def test_masked_fill_with_a_cpu_scalar_value(mode, no_fallback):
     mask = uniform((3, 5), 0, 1, seed=3) > 0.5
     assert_same_as_cpu(lambda t, m: t.masked_fill(m, torch.tensor(2.5)), uniform((3, 5), -3, 3), mask)

@@ -173,6 +173,12 @@ class CallBuilder {
       const c10::IValue& value = args_[i];
       if (value.isTensor() && is_tpu(value.toTensor())) {
         meta.emplace_back(meta_like(value.toTensor()));
+      } else if (value.isTensor() && value.toTensor().defined() &&
+                 !value.toTensor().unsafeGetTensorImpl()->is_wrapped_number()) {
+        // A 0-dim CPU tensor (the only kind that gets here) joins the meta tensors as one more
+        // meta tensor: some reference meta functions reject mixing devices that CUDA accepts.
+        // Wrapped Python numbers stay on the CPU, where every meta function expects them.
+        meta.emplace_back(meta_like(value.toTensor()));
       } else if (value.isTensorList()) {
         std::vector<at::Tensor> list;
         for (const at::Tensor& t : value.toTensorVector()) list.push_back(meta_like(t));
