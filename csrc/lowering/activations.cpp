@@ -1,7 +1,8 @@
 // Activation functions and their backward ops.
 //
-// Floating math runs in compute_dtype (f32 for f16 / bf16) and rounds once at the end, as
-// PyTorch's CPU kernels do. Scalar parameters (slopes, thresholds, alpha...) are runtime numbers.
+// Floating math runs in the result's accumulation_type (f32 for f16 / bf16) and rounds once at
+// the end, as PyTorch's CPU kernels do. Scalar parameters (slopes, thresholds, alpha...) are
+// runtime numbers.
 #include <cmath>
 
 #include "lowering/elementwise.h"
@@ -11,9 +12,6 @@ namespace {
 
 using hlo::Builder;
 
-Value op(Builder& b, const char* name, Value x) {
-  return b.unary(std::string("stablehlo.") + name, x);
-}
 Value less_equal(Builder& b, Value x, Value y) { return b.compare(x, y, "LE"); }
 Value greater(Builder& b, Value x, Value y) { return b.compare(x, y, "GT"); }
 Value either(Builder& b, Value p, Value q) { return b.binary("stablehlo.or", p, q); }

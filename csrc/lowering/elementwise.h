@@ -8,11 +8,8 @@
 
 namespace tpu::lowering {
 
-// The dtype that elementwise float math runs in: f16 and bf16 compute in f32 and round once at
-// the end, as PyTorch's CPU kernels do; every other dtype computes in itself.
-DType compute_dtype(DType dtype);
-
-// The result's dtype and dims (ctx.outputs[0]) and the dtype its arithmetic runs in.
+// The result's dtype and dims (ctx.outputs[0]) and the dtype its arithmetic runs in
+// (accumulation_type: f32 for f16 and bf16, as PyTorch's CPU kernels do).
 struct ElementwiseResult {
   DType dtype;
   DType compute;
@@ -33,6 +30,10 @@ Value param_as(Context& ctx, size_t i, const ElementwiseResult& r);
 Value round_to_result(hlo::Builder& b, Value v, const ElementwiseResult& r);
 // `v` converted to the result dtype, as the lowering's single result.
 std::vector<Value> finish(Context& ctx, const ElementwiseResult& r, Value v);
+
+// stablehlo.<name> applied to x (and y).
+Value op(hlo::Builder& b, const char* name, Value x);
+Value op(hlo::Builder& b, const char* name, Value x, Value y);
 
 // A constant of `like`'s type.
 Value splat(hlo::Builder& b, double value, Value like);

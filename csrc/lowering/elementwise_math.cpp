@@ -13,14 +13,10 @@ namespace tpu::lowering {
 
 using hlo::Builder;
 
-DType compute_dtype(DType dtype) {
-  return dtype == DType::F16 || dtype == DType::BF16 ? DType::F32 : dtype;
-}
-
 ElementwiseResult result_of(const Context& ctx) {
   const Output& out = ctx.outputs.at(0);
   if (is_complex(out.dtype)) throw Unsupported(ctx.op + " on complex tensors");
-  return {out.dtype, compute_dtype(out.dtype), out.dims};
+  return {out.dtype, accumulation_type(out.dtype), out.dims};
 }
 
 ElementwiseResult float_result_of(const Context& ctx) {
@@ -45,13 +41,6 @@ std::vector<Value> finish(Context& ctx, const ElementwiseResult& r, Value v) {
   return {ctx.b.convert(v, r.dtype)};
 }
 
-Value splat(Builder& b, double value, Value like) { return b.full(value, b.type(like)); }
-
-namespace {
-
-// ---------------------------------------------------------------------------------------------
-// Small builders.
-
 Value op(Builder& b, const char* name, Value x) {
   return b.unary(std::string("stablehlo.") + name, x);
 }
@@ -59,7 +48,13 @@ Value op(Builder& b, const char* name, Value x, Value y) {
   return b.binary(std::string("stablehlo.") + name, x, y);
 }
 
-Value is_nan(Builder& b, Value x) { return b.compare(x, x, "NE"); }
+Value splat(Builder& b, double value, Value like) { return b.full(value, b.type(like)); }
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Small builders.
+
 Value is_negative(Builder& b, Value x) { return b.compare(x, splat(b, 0, x), "LT"); }
 Value negate(Builder& b, Value x) { return op(b, "negate", x); }
 

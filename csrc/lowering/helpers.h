@@ -1,4 +1,4 @@
-// Small building blocks shared by the lowerings: dtype rules, broadcasting, dims.
+// Small building blocks shared by the lowerings: dtype rules, broadcasting, dims, results.
 #pragma once
 
 #include <initializer_list>
@@ -12,18 +12,43 @@ namespace tpu::lowering {
 DType promote(const Context& ctx, std::initializer_list<size_t> arg_indices);
 DType promote_types(DType a, DType b);  // torch.promote_types
 
+// The dtype PyTorch's CPU kernels compute and accumulate in: f16 and bf16 work in f32 and round
+// once at the end; every other dtype works in itself.
+DType accumulation_type(DType dtype);
+
 // The value of args[i] converted to `dtype` and broadcast to `dims`.
 Value operand_as(Context& ctx, size_t i, DType dtype, const Dims& dims);
 // `x` converted to `dtype` and broadcast to `dims`.
 Value cast_to(hlo::Builder& b, Value x, DType dtype, const Dims& dims);
+// `v` in the dtype and shape of result `i` (keepdim and rank-0 results are reshapes).
+Value as_output(Context& ctx, Value v, size_t i = 0);
 
 // Wraps a possibly negative dim into [0, rank); rank 0 accepts -1 and 0.
 int64_t wrap_dim(int64_t dim, int64_t rank);
 // The reduced dims of an optional int[] argument (None or [] means every dim).
 Dims reduction_dims(const Context& ctx, size_t i, int64_t rank);
+// 0, 1, ..., rank - 1.
+Dims all_dims(int64_t rank);
+// Every dim of a rank-`rank` tensor but `skipped`.
+Dims all_but(int64_t rank, int64_t skipped);
+// How many elements of `shape` lie along `dims`.
+int64_t count_over(const Dims& shape, const Dims& dims);
+// numpy-style broadcast of two shapes.
+Dims broadcast_shape(const Dims& a, const Dims& b);
 
+// Rank-0 values become [1] so that a dim argument of 0 or -1 has a dim to name.
+Value at_least_1d(hlo::Builder& b, Value x);
+
+// The sum (mean) of `x` over `dims`, in x's dtype; no dims leaves x as it is.
+Value sum_over(hlo::Builder& b, Value x, const Dims& dims);
+Value mean_over(hlo::Builder& b, Value x, const Dims& dims);
 // Re-inserts reduced dims as size 1 (for keepdim and for broadcasting a reduction back).
 Value keep_dims(hlo::Builder& b, Value reduced, const Dims& full_dims, const Dims& reduced_dims);
+// A value reduced over `dims` of `full`, broadcast back to `full`.
+Value expand_back(hlo::Builder& b, Value reduced, const Dims& full, const Dims& dims);
+
+// True where a float is NaN (x != x).
+Value is_nan(hlo::Builder& b, Value x);
 
 // Smallest / largest value of a dtype (-inf / +inf for floating types).
 double lowest(DType dtype);

@@ -14,37 +14,6 @@ namespace {
 using hlo::Builder;
 using Kind = Arg::Kind;
 
-Value as_output(Context& ctx, Value v, size_t i = 0) {
-  const Output& out = ctx.outputs.at(i);
-  return ctx.b.reshape(ctx.b.convert(v, out.dtype), out.dims);
-}
-
-Value at_least_1d(Builder& b, Value x) { return b.rank(x) == 0 ? b.reshape(x, {1}) : x; }
-
-Dims iota_dims(int64_t n) {
-  Dims dims;
-  for (int64_t d = 0; d < n; ++d) dims.push_back(d);
-  return dims;
-}
-
-Dims all_but(int64_t rank, int64_t skipped) {
-  Dims dims;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d != skipped) dims.push_back(d);
-  }
-  return dims;
-}
-
-Dims broadcast_shape(const Dims& a, const Dims& b) {
-  Dims out = a.size() >= b.size() ? a : b;
-  const Dims& shorter = a.size() >= b.size() ? b : a;
-  size_t lead = out.size() - shorter.size();
-  for (size_t i = 0; i < shorter.size(); ++i) {
-    if (out[lead + i] == 1) out[lead + i] = shorter[i];
-  }
-  return out;
-}
-
 // The combiner that adds (multiplies) updates in; for bools that is or (and).
 std::string accumulate_combiner(DType dtype, bool multiply = false) {
   if (dtype == DType::Bool) return multiply ? "stablehlo.and" : "stablehlo.or";
@@ -105,7 +74,7 @@ std::vector<Value> lower_gather(Context& ctx) {
   if (b.rank(index) != rank) throw Unsupported(ctx.op + ": index rank differs from self");
   if (numel(b.dims(index)) == 0) return {b.zeros(ctx.out_type())};
   int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
-  Builder::GatherDims g{{}, iota_dims(rank), iota_dims(rank), rank};
+  Builder::GatherDims g{{}, all_dims(rank), all_dims(rank), rank};
   Value points = coordinates_along(b, index, dim, rank);
   return {as_output(ctx, b.gather(x, points, g, Dims(rank, 1), b.dims(index)))};
 }
@@ -114,7 +83,7 @@ std::vector<Value> lower_gather(Context& ctx) {
 Value scatter_along(Builder& b, Value self, int64_t dim, Value index, Value updates,
                     const std::string& combiner) {
   int64_t rank = b.rank(self);
-  Builder::ScatterDims s{{}, iota_dims(rank), iota_dims(rank), rank};
+  Builder::ScatterDims s{{}, all_dims(rank), all_dims(rank), rank};
   return b.scatter(self, coordinates_along(b, index, dim, rank), updates, s, combiner);
 }
 
@@ -448,7 +417,7 @@ std::pair<Value, Value> sort_along(Builder& b, Value x, int64_t dim, bool descen
         Value before = r.compare(lhs, rhs, descending ? "GT" : "LT");
         if (floating) {
           // NaN ranks above every number: last when ascending, first when descending.
-          Value lhs_nan = r.compare(lhs, lhs, "NE"), rhs_nan = r.compare(rhs, rhs, "NE");
+          Value lhs_nan = is_nan(r, lhs), rhs_nan = is_nan(r, rhs);
           Value ranks_above = descending ? lhs_nan : rhs_nan;
           Value ranks_below = r.unary("stablehlo.not", descending ? rhs_nan : lhs_nan);
           Value nan_first = r.binary("stablehlo.and", ranks_above, ranks_below);

@@ -23,14 +23,8 @@ Value product(Context& ctx, size_t lhs, size_t rhs, const Contraction& c) {
   Value a = ctx.tensor(lhs), m = ctx.tensor(rhs);
   DType operand = promote_types(b.dtype(a), b.dtype(m));
   if (operand == DType::Bool) throw Unsupported(ctx.op + ": bool operands");
-  DType acc = operand == DType::F16 || operand == DType::BF16 ? DType::F32 : operand;
   return b.dot_general(b.convert(a, operand), b.convert(m, operand), c.lhs_batch, c.rhs_batch,
-                       c.lhs_contract, c.rhs_contract, acc);
-}
-
-Value as_output(Context& ctx, Value v) {
-  const Output& out = ctx.outputs.at(0);
-  return ctx.b.reshape(ctx.b.convert(v, out.dtype), out.dims);
+                       c.lhs_contract, c.rhs_contract, accumulation_type(operand));
 }
 
 // (self, a, b[, out_dtype], *, beta, alpha) -> beta * self + alpha * (a @ b). beta == 0 drops

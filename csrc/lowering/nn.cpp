@@ -8,10 +8,6 @@ namespace {
 
 using hlo::Builder;
 
-DType accumulation_type(DType dtype) {
-  return dtype == DType::F16 || dtype == DType::BF16 ? DType::F32 : dtype;
-}
-
 // The dtype to compute a floating-point op of args[i] in.
 DType compute_type(const Context& ctx, size_t i) {
   DType dtype = ctx.b.dtype(ctx.tensor(i));
@@ -25,45 +21,11 @@ Dims range_dims(int64_t begin, int64_t end) {
   return dims;
 }
 
-Dims all_but(int64_t rank, int64_t skipped) {
-  Dims dims;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d != skipped) dims.push_back(d);
-  }
-  return dims;
-}
-
-int64_t count_over(const Dims& shape, const Dims& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= shape[d];
-  return n;
-}
-
-Value as_output(Context& ctx, Value v, size_t i = 0) {
-  const Output& out = ctx.outputs.at(i);
-  return ctx.b.reshape(ctx.b.convert(v, out.dtype), out.dims);
-}
-
 // For gradients PyTorch may not have asked for: the meta shape of an unrequested output can be
 // anything, so a value that does not fit becomes zeros of the promised type.
 Value as_output_or_zeros(Context& ctx, Value v, size_t i) {
   if (numel(ctx.b.dims(v)) != numel(ctx.outputs.at(i).dims)) return ctx.b.zeros(ctx.out_type(i));
   return as_output(ctx, v, i);
-}
-
-Value sum_over(Builder& b, Value x, const Dims& dims) {
-  if (dims.empty()) return x;
-  return b.reduce(x, b.constant(0, b.dtype(x)), dims, "stablehlo.add");
-}
-
-Value mean_over(Builder& b, Value x, const Dims& dims) {
-  Value sum = sum_over(b, x, dims);
-  return b.div(sum, b.full(static_cast<double>(count_over(b.dims(x), dims)), b.type(sum)));
-}
-
-// A value reduced over `dims` of `full`, broadcast back to `full`.
-Value expand_back(Builder& b, Value reduced, const Dims& full, const Dims& dims) {
-  return b.broadcast_to(keep_dims(b, reduced, full, dims), full);
 }
 
 // An optional per-channel tensor args[i] laid along dim `channel_dim` of `shape`, or nothing.
@@ -134,9 +96,7 @@ std::vector<Value> lower_native_layer_norm_backward(Context& ctx) {
   Dims dims = range_dims(axis, b.rank(x));
   Dims leading = range_dims(0, axis);
   auto statistic = [&](size_t i) {
-    Dims kept = shape;
-    for (int64_t d : dims) kept[d] = 1;
-    return b.broadcast_to(b.reshape(b.convert(ctx.tensor(i), acc), kept), shape);
+    return expand_back(b, b.convert(ctx.tensor(i), acc), shape, dims);
   };
   Value mean = statistic(3), rstd = statistic(4);
   Value x_hat = b.mul(b.sub(x, mean), rstd);
@@ -326,7 +286,7 @@ Reduction reduction_arg(const Context& ctx, size_t i) {
 
 Value reduce_loss(Builder& b, Value loss, Reduction reduction) {
   if (reduction == kNone) return loss;
-  Dims dims = range_dims(0, b.rank(loss));
+  Dims dims = all_dims(b.rank(loss));
   return reduction == kMean ? mean_over(b, loss, dims) : sum_over(b, loss, dims);
 }
 
@@ -384,7 +344,7 @@ std::vector<Value> lower_nll_loss_forward(Context& ctx) {
     Value total_weight = b.rank(input) == 1 ? p.sample_weight : b.zeros(ctx.out_type(1));
     return {as_output(ctx, loss, 0), as_output(ctx, total_weight, 1)};
   }
-  Dims all = range_dims(0, b.rank(loss));
+  Dims all = all_dims(b.rank(loss));
   Value total_weight = sum_over(b, p.sample_weight, all);
   Value total = sum_over(b, loss, all);
   if (reduction == kMean) total = b.div(total, total_weight);
@@ -409,17 +369,6 @@ std::vector<Value> lower_nll_loss_backward(Context& ctx) {
   }
   Value negated = b.unary("stablehlo.negate", b.mul(p.class_weight, grad));
   return {as_output(ctx, b.select(p.chosen, negated, b.zeros(b.type(input))))};
-}
-
-// numpy-style broadcast of two shapes.
-Dims broadcast_shape(const Dims& a, const Dims& b) {
-  Dims out = a.size() >= b.size() ? a : b;
-  const Dims& shorter = a.size() >= b.size() ? b : a;
-  size_t lead = out.size() - shorter.size();
-  for (size_t i = 0; i < shorter.size(); ++i) {
-    if (out[lead + i] == 1) out[lead + i] = shorter[i];
-  }
-  return out;
 }
 
 // mse_loss(self, target, reduction)

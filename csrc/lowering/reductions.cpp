@@ -12,11 +12,6 @@ namespace {
 using hlo::Builder;
 using Kind = Arg::Kind;
 
-// PyTorch's CPU kernels accumulate half-precision reductions in f32.
-DType accumulation_type(DType dtype) {
-  return dtype == DType::F16 || dtype == DType::BF16 ? DType::F32 : dtype;
-}
-
 void require_arithmetic(const Context& ctx, DType dtype) {
   if (dtype == DType::Bool || is_complex(dtype)) {
     throw Unsupported(ctx.op + ": " + mlir_name(dtype) + " is not lowered");
@@ -27,30 +22,9 @@ void require_floating(const Context& ctx, DType dtype) {
   if (!is_floating(dtype)) throw Unsupported(ctx.op + ": " + mlir_name(dtype) + " is not lowered");
 }
 
-Dims all_dims(int64_t rank) {
-  Dims dims;
-  for (int64_t d = 0; d < rank; ++d) dims.push_back(d);
-  return dims;
-}
-
-int64_t count_over(const Dims& shape, const Dims& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= shape[d];
-  return n;
-}
-
-// Rank-0 values become [1] so that a dim argument of 0 or -1 has something to reduce over.
-Value at_least_1d(Builder& b, Value x) { return b.rank(x) == 0 ? b.reshape(x, {1}) : x; }
-
 // `x` cast to the result dtype first (PyTorch's dtype= semantics), then widened to accumulate.
 Value reduction_input(Builder& b, Value x, DType result) {
   return b.convert(b.convert(x, result), accumulation_type(result));
-}
-
-// `v` in the dtype and shape of result `i` (keepdim and rank-0 results are reshapes).
-Value as_output(Context& ctx, Value v, size_t i = 0) {
-  const Output& out = ctx.outputs.at(i);
-  return ctx.b.reshape(ctx.b.convert(v, out.dtype), out.dims);
 }
 
 Value reduce_with(Builder& b, Value x, const Dims& dims, const char* combiner, double init) {
@@ -58,13 +32,8 @@ Value reduce_with(Builder& b, Value x, const Dims& dims, const char* combiner, d
   return b.reduce(x, b.constant(init, b.dtype(x)), dims, combiner);
 }
 
-Value sum_over(Builder& b, Value x, const Dims& dims) {
-  return reduce_with(b, x, dims, "stablehlo.add", 0);
-}
-
 Value logical_or(Builder& b, Value x, Value y) { return b.binary("stablehlo.or", x, y); }
 Value logical_and(Builder& b, Value x, Value y) { return b.binary("stablehlo.and", x, y); }
-Value is_nan(Builder& b, Value x) { return b.compare(x, x, "NE"); }
 
 // The larger (smaller) of x and y; NaN wins, as in PyTorch (XLA's maximum may drop it).
 Value extreme(Builder& b, Value x, Value y, bool is_max) {
@@ -83,11 +52,6 @@ Value extreme_over(Builder& b, Value x, const Dims& dims, bool is_max) {
     return std::vector<Value>{extreme(r, a[0], a[1], is_max)};
   };
   return b.reduce({x}, {init}, dims, body)[0];
-}
-
-// A value reduced over `dims` of `full`, broadcast back to `full`.
-Value expand_back(Builder& b, Value reduced, const Dims& full, const Dims& dims) {
-  return b.broadcast_to(keep_dims(b, reduced, full, dims), full);
 }
 
 // sum, mean and prod: (self, dtype) reduces every dim, (self, dim, keepdim, dtype) the given ones.
@@ -109,10 +73,7 @@ std::vector<Value> lower_mean(Context& ctx) {
   Value x = ctx.tensor(0);
   DType out = ctx.outputs.at(0).dtype;
   require_floating(ctx, out);
-  Dims dims = summed_dims(ctx, x);
-  Value total = sum_over(b, reduction_input(b, x, out), dims);
-  Value count = b.full(static_cast<double>(count_over(b.dims(x), dims)), b.type(total));
-  return {as_output(ctx, b.div(total, count))};
+  return {as_output(ctx, mean_over(b, reduction_input(b, x, out), summed_dims(ctx, x)))};
 }
 
 std::vector<Value> lower_prod(Context& ctx) {
