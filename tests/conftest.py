@@ -1,8 +1,19 @@
 """Shared test fixtures: every behavioural test runs in each eager mode."""
-import pytest
-import torch
+import atexit
+import os
+import shutil
+import tempfile
 
-import torch_tpu
+# Programs an earlier run left in the user's compilation cache would turn the compiles that tests
+# count into disk hits: the session (and its subprocesses) gets an empty cache directory instead.
+_CACHE_DIR = tempfile.mkdtemp(prefix="torch_tpu_test_cache_")
+os.environ["TORCH_TPU_CACHE_DIR"] = _CACHE_DIR
+atexit.register(shutil.rmtree, _CACHE_DIR, True)
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import torch_tpu  # noqa: E402
 
 MODES = ["debug", "strict", "defer_and_fuse"]
 

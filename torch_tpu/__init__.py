@@ -16,11 +16,12 @@ def _autoload():
 import torch  # noqa: E402
 
 from . import _C, _plugins  # noqa: E402
-from ._modes import EagerMode, eager_mode, get_eager_mode, mode_from_environment, set_eager_mode
+from ._modes import (EagerMode, eager_mode, get_eager_mode, mode_from_environment,  # noqa: E402
+                     propagate_mode_into_backward, set_eager_mode)
 
 __all__ = [
     "EagerMode", "eager_mode", "get_eager_mode", "set_eager_mode", "fallback_counts",
-    "reset_fallback_counts", "set_fallback_warnings", "metrics", "reset_metrics",
+    "reset_fallback_counts", "set_fallback_warnings", "metrics", "reset_metrics", "cache_stats",
 ]
 
 
@@ -34,6 +35,7 @@ def _register():
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     _C._set_default_mode(mode_from_environment().value)
+    propagate_mode_into_backward()
 
 
 def fallback_counts():
@@ -64,6 +66,13 @@ def metrics():
 
 def reset_metrics():
     _C._reset_metrics()
+
+
+def cache_stats():
+    """The compilation cache: memory_hits, disk_hits, misses, compile_seconds, bytes_on_disk,
+    entries_on_disk, directory (None when the disk cache is off), and a few more counters.
+    `python -m torch_tpu.cache stats|clear` works on the directory from the command line."""
+    return dict(_C._cache_stats())
 
 
 def lowered_ops():

@@ -75,3 +75,27 @@ def mode_from_environment():
     if _flag("TORCH_TPU_DEFER_AND_FUSE") or _flag("TPU_DEFER_AND_FUSE"):
         return EagerMode.DEFER_AND_FUSE
     return EagerMode.DEFER_NEVER
+
+
+def propagate_mode_into_backward():
+    """Makes the autograd engine's device threads run backward ops in the mode of the thread that
+    called backward(), as they do with autocast state (otherwise a fused forward would be
+    followed by a strict backward)."""
+    import torch.autograd
+    import torch.autograd.graph
+
+    original = torch.autograd.graph._engine_run_backward
+    if getattr(original, "_tpu_mode_propagating", False):
+        return
+
+    def run_backward(*args, **kwargs):
+        previous = _C._swap_backward_mode(_C._get_mode())
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _C._swap_backward_mode(previous)
+
+    run_backward._tpu_mode_propagating = True
+    torch.autograd.graph._engine_run_backward = run_backward
+    if getattr(torch.autograd, "_engine_run_backward", None) is original:
+        torch.autograd._engine_run_backward = run_backward

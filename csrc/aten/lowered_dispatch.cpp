@@ -59,6 +59,7 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                "tensors each way). torch_tpu.fallback_counts() counts these; "
                "torch_tpu.set_fallback_warnings(False) silences this warning.");
   }
+  exec::flush("fallback op");
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }
 
@@ -257,6 +258,7 @@ class CallBuilder {
   }
 
   const exec::OpCall& call() const { return call_; }
+  exec::OpCall take_call() { return std::move(call_); }
   int device() const { return device_ < 0 ? current_device() : device_; }
 
  private:
@@ -524,7 +526,7 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   try {
     c10::DeviceGuard guard(c10::Device(kTpu, static_cast<c10::DeviceIndex>(builder.device())));
     results = builder.plan_outputs(*shapes);
-    exec::run(builder.call());
+    exec::run(builder.take_call());
   } catch (const NotLowerable&) {
     return false;
   } catch (const lowering::Unsupported&) {

@@ -131,6 +131,7 @@ at::Tensor unfold(const at::Tensor& self, int64_t dimension, int64_t size, int64
 void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   exec::StoragePtr old = storage_of(storage);
   if (static_cast<int64_t>(new_bytes) == old->nbytes) return;
+  exec::materialize(*old);
   c10::DataPtr fresh = allocate_on(new_bytes, old->device);
   c10::Storage holder(c10::Storage::use_byte_size_t(), new_bytes, std::move(fresh), allocator(), true);
   exec::StoragePtr target = storage_of(holder);
@@ -209,6 +210,7 @@ void upload(const at::Tensor& src, const at::Tensor& dst) {
   int64_t count = host.numel();
   if (source_dtype == target.dtype && target.layout.offset == 0 && lowering::is_contiguous(target.layout) &&
       count * itemsize(source_dtype) == storage.nbytes) {
+    exec::materialize(storage);  // a pending graph may still read or write the old value
     target.storage->buffer = client.from_host(host.data_ptr(), {source_dtype, {count}}, storage.device);
     target.storage->dtype = source_dtype;
     return;
@@ -243,6 +245,7 @@ void download(const at::Tensor& src, const at::Tensor& dst) {
       stride *= view.layout.sizes[i];
     }
     exec::copy_view(view, target);
+    exec::materialize(*converted);
     buffer = converted->buffer;
   }
   auto& client = runtime::Client::get();

@@ -144,6 +144,7 @@ int64_t default_limit() {
 
 void delete_storage(void* raw) {
   auto* context = static_cast<StorageContext*>(raw);
+  context->storage->alive = false;  // a pending fused graph must not materialise it
   {
     std::lock_guard<std::mutex> lock(g_stats_mutex);
     MemoryStats& stats = g_stats[context->storage->device];

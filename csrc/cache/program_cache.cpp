@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "cache/disk_cache.h"
+
 namespace tpu::cache {
 
 ProgramCache& ProgramCache::get() {
@@ -17,14 +19,33 @@ ProgramCache& ProgramCache::get() {
 }
 
 ProgramPtr ProgramCache::find(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = slots_.find(key);
-  if (it == slots_.end()) return nullptr;
-  order_.splice(order_.begin(), order_, it->second.position);
-  return it->second.program;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = slots_.find(key);
+    if (it != slots_.end()) {
+      order_.splice(order_.begin(), order_, it->second.position);
+      ++memory_hits_;
+      return it->second.program;
+    }
+  }
+  // Outside the lock: reading and loading an executable takes milliseconds, and other threads'
+  // memory hits must not wait for it.
+  ProgramPtr program = DiskCache::get().load(key);
+  if (!program) {
+    ++misses_;
+    return nullptr;
+  }
+  ++disk_hits_;
+  insert_in_memory(key, program);
+  return program;
 }
 
 void ProgramCache::insert(const std::string& key, ProgramPtr program) {
+  insert_in_memory(key, program);
+  DiskCache::get().store(key, *program);
+}
+
+void ProgramCache::insert_in_memory(const std::string& key, ProgramPtr program) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = slots_.find(key);
   if (it != slots_.end()) {
@@ -58,6 +79,10 @@ void ProgramCache::set_capacity(size_t entries) {
 size_t ProgramCache::size() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return slots_.size();
+}
+
+ProgramCache::Counters ProgramCache::counters() const {
+  return {memory_hits_.load(), disk_hits_.load(), misses_.load()};
 }
 
 }  // namespace tpu::cache

@@ -1,10 +1,12 @@
-// The compilation cache: programs keyed by everything that shapes them, bounded, LRU.
+// The compilation cache: programs keyed by everything that shapes them, bounded, LRU, in memory
+// and in a directory that outlives the process (disk_cache.h).
 //
 // Every path (per-op eager programs, fused graphs, compiled FX graphs) looks programs up here.
 // The key is built by the caller from the op and its operands' layouts, never from runtime
 // numbers, so a hit costs one hash lookup and builds no program text.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -17,8 +19,18 @@
 
 namespace tpu::cache {
 
-// What a compiled program needs besides the executable to be run again.
+// What a compiled program needs besides the executable to be run again. The persistent cache
+// stores every field (entry_file.cpp): a new one must be added there too.
 struct Program {
+  // Where each parameter's buffer comes from, in order: a storage (its index in the program's
+  // storage set), a runtime number (its index among all numbers of the recorded calls, in
+  // order), or the generator state of a random call (its index among the random calls).
+  struct Parameter {
+    enum class Source : uint8_t { Storage, Number, RngState };
+    Source source;
+    int32_t index;
+  };
+  std::vector<Parameter> parameters;
   runtime::ExecutablePtr executable;
   std::vector<TensorType> output_types;
   std::vector<int32_t> output_storages;  // which of the call's storages each output replaces
@@ -30,11 +42,20 @@ class ProgramCache {
  public:
   static ProgramCache& get();
 
+  // Memory first, then the cache directory; null means the caller compiles and insert()s.
   ProgramPtr find(const std::string& key);
+  // Keeps the program in memory and writes it to the cache directory.
   void insert(const std::string& key, ProgramPtr program);
-  void clear();
+  void clear();  // memory only; the directory is cleared by clear_directory()
   void set_capacity(size_t entries);
   size_t size() const;
+
+  struct Counters {
+    int64_t memory_hits = 0;
+    int64_t disk_hits = 0;
+    int64_t misses = 0;
+  };
+  Counters counters() const;
 
  private:
   using Order = std::list<std::string>;
@@ -46,6 +67,9 @@ class ProgramCache {
   std::unordered_map<std::string, Slot> slots_;
   Order order_;  // most recently used first
   size_t capacity_ = 4096;
+  std::atomic<int64_t> memory_hits_{0}, disk_hits_{0}, misses_{0};
+
+  void insert_in_memory(const std::string& key, ProgramPtr program);
 };
 
 }  // namespace tpu::cache

@@ -7,12 +7,14 @@
 #include <cstring>
 #include <deque>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <tuple>
+#include <unordered_set>
 
 #include "cache/program_cache.h"
+#include "exec/program_builder.h"
+#include "exec/program_key.h"
 
 namespace tpu::exec {
 
@@ -20,22 +22,52 @@ namespace {
 
 std::atomic<Mode> g_default_mode{Mode::Strict};
 thread_local std::optional<Mode> t_mode;
+// The mode of the thread running backward, for the autograd engine's device threads, which run
+// the backward ops but never chose a mode (autocast state reaches them the same way). -1: none.
+std::atomic<int> g_backward_mode{-1};
 LocationProvider g_location = nullptr;
 
 struct AtomicCounters {
-  std::atomic<int64_t> ops{0}, hits{0}, misses{0}, executions{0};
+  std::atomic<int64_t> ops{0}, hits{0}, misses{0}, executions{0}, flushes{0}, outputs{0};
   std::atomic<int64_t> compile_us{0};
 } g_counters;
 
+// Everything below is guarded by g_mutex: the pending graph, the storages' executor fields.
+std::mutex g_mutex;
+
+// The ops recorded in defer-and-fuse and not yet run. One graph at a time, on one device.
+struct PendingGraph {
+  int device = -1;
+  uint64_t epoch = 0;
+  std::unique_ptr<StorageSet> storages;
+  std::vector<OpCall> calls;
+  std::string key;
+  std::string last_location;
+} g_graph;
+uint64_t g_next_graph_epoch = 1;
+std::map<std::string, int64_t> g_flush_reasons;
+// Fragments of call keys whose lowering is known to succeed: a recorded op must be lowerable,
+// because once recorded it can no longer take the CPU fallback.
+std::unordered_set<std::string> g_lowerable;
+// Programs compiled per user line that ended a graph: a line that keeps compiling is warned of.
+std::map<std::string, int> g_compiles_by_site;
+
+int64_t initial_max_pending() {
+  const char* env = std::getenv("TORCH_TPU_MAX_PENDING_OPS");
+  long long value = env ? std::atoll(env) : 0;
+  return value > 0 ? value : 20000;
+}
+std::atomic<int64_t> g_max_pending{initial_max_pending()};
+
 // Launched programs not yet waited for, per device, so synchronize() can wait for them.
-std::mutex g_pending_mutex;
-std::map<int, std::deque<PJRT_Event*>> g_pending;
+std::mutex g_events_mutex;
+std::map<int, std::deque<PJRT_Event*>> g_events;
 
 void track(int device, PJRT_Event* event) {
   if (!event) return;
   auto& client = runtime::Client::get();
-  std::lock_guard<std::mutex> lock(g_pending_mutex);
-  auto& queue = g_pending[device];
+  std::lock_guard<std::mutex> lock(g_events_mutex);
+  auto& queue = g_events[device];
   queue.push_back(event);
   if (queue.size() > 64) {
     // Events of finished programs are dropped; an error they carry resurfaces when the buffers
@@ -45,109 +77,6 @@ void track(int device, PJRT_Event* event) {
       queue.pop_front();
     }
   }
-}
-
-void append_int(std::string& key, int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); }
-void append_dims(std::string& key, const Dims& dims) {
-  append_int(key, static_cast<int64_t>(dims.size()));
-  key.append(reinterpret_cast<const char*>(dims.data()), dims.size() * sizeof(int64_t));
-}
-
-// The distinct storages an op touches, in first-seen order: they become the program's parameters.
-struct StorageSet {
-  std::vector<Storage*> items;
-  int32_t index(Storage* s) {
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (items[i] == s) return static_cast<int32_t>(i);
-    }
-    items.push_back(s);
-    return static_cast<int32_t>(items.size()) - 1;
-  }
-};
-
-void append_view(std::string& key, StorageSet& storages, const TensorView& view) {
-  Storage* s = view.storage.get();
-  append_int(key, storages.index(s));
-  key.push_back(static_cast<char>(s->buffer ? static_cast<int>(s->dtype) : -1));
-  append_int(key, s->nbytes);
-  key.push_back(static_cast<char>(view.dtype));
-  append_dims(key, view.layout.sizes);
-  append_dims(key, view.layout.strides);
-  append_int(key, view.layout.offset);
-}
-
-std::string program_key(const OpCall& call, StorageSet& storages) {
-  std::string key;
-  key.reserve(256);
-  key += call.name;
-  key += '.';
-  key += call.overload;
-  key.push_back('\0');
-  for (const auto& arg : call.args) {
-    key.push_back(static_cast<char>(arg.kind));
-    switch (arg.kind) {
-      case lowering::Arg::Kind::Tensor:
-        append_view(key, storages, call.inputs[arg.slot]);
-        break;
-      case lowering::Arg::Kind::TensorList:
-        append_int(key, static_cast<int64_t>(arg.slots.size()));
-        for (int32_t slot : arg.slots) {
-          if (slot < 0) {
-            key.push_back('n');
-          } else {
-            append_view(key, storages, call.inputs[slot]);
-          }
-        }
-        break;
-      case lowering::Arg::Kind::Number:
-        key.push_back(static_cast<char>(call.numbers[arg.slot].dtype));
-        key.push_back(arg.weak ? 'w' : 's');
-        break;
-      case lowering::Arg::Kind::Int:
-        append_int(key, arg.i);
-        break;
-      case lowering::Arg::Kind::IntList:
-        append_dims(key, arg.ints);
-        break;
-      case lowering::Arg::Kind::DoubleList:
-        append_int(key, static_cast<int64_t>(arg.doubles.size()));
-        key.append(reinterpret_cast<const char*>(arg.doubles.data()), arg.doubles.size() * sizeof(double));
-        break;
-      case lowering::Arg::Kind::Bool:
-        key.push_back(arg.b ? '1' : '0');
-        break;
-      case lowering::Arg::Kind::String:
-        key += arg.s;
-        key.push_back('\0');
-        break;
-      case lowering::Arg::Kind::ScalarType:
-        key.push_back(static_cast<char>(arg.dtype));
-        break;
-      case lowering::Arg::Kind::None:
-        break;
-    }
-  }
-  key.push_back('|');
-  for (size_t i = 0; i < call.outputs.size(); ++i) {
-    key.push_back(static_cast<char>(call.outputs[i].dtype));
-    append_dims(key, call.outputs[i].dims);
-    if (i < call.destinations.size() && call.destinations[i].storage) {
-      append_view(key, storages, call.destinations[i]);
-    } else {
-      key.push_back('x');
-    }
-  }
-  return key;
-}
-
-std::string user_location() {
-  if (!g_location) return "";
-  std::string where = g_location();
-  return where.empty() ? "" : " (at " + where + ")";
-}
-
-std::string describe(const OpCall& call) {
-  return "aten::" + call.name + (call.overload.empty() ? "" : "." + call.overload);
 }
 
 std::string save_failed_program(const std::string& text) {
@@ -162,112 +91,41 @@ std::string save_failed_program(const std::string& text) {
   return "";
 }
 
-// The same bytes seen as another element type (a storage read or written through view(dtype)).
-// Widths may differ: narrowing splits each element, widening joins neighbours.
-hlo::Value reinterpret(hlo::Builder& b, hlo::Value flat, DType to) {
-  DType from = b.dtype(flat);
-  if (from == to) return flat;
-  if (is_complex(from) || is_complex(to)) throw lowering::Unsupported("reinterpreting complex storage");
-  if (from == DType::Bool) return reinterpret(b, b.convert(flat, DType::U8), to);
-  if (to == DType::Bool) return b.convert(reinterpret(b, flat, DType::U8), DType::Bool);
-  int64_t n = b.dims(flat)[0];
-  int64_t from_width = itemsize(from), to_width = itemsize(to);
-  if (from_width == to_width) return b.bitcast_convert(flat, to);
-  if (from_width > to_width) {
-    int64_t ratio = from_width / to_width;
-    hlo::Value split = b.op1("stablehlo.bitcast_convert", {flat}, {to, {n, ratio}});
-    return b.reshape(split, {n * ratio});
-  }
-  int64_t ratio = to_width / from_width;
-  int64_t whole = n / ratio;
-  if (whole * ratio != n) flat = b.slice(flat, {0}, {whole * ratio}, {1});
-  return b.op1("stablehlo.bitcast_convert", {b.reshape(flat, {whole, ratio})}, {to, {whole}});
+std::string at_location(const std::string& location) {
+  return location.empty() ? "" : " (at " + location + ")";
 }
 
-cache::ProgramPtr lower_and_compile(const OpCall& call, const StorageSet& storages) {
-  hlo::Builder b;
-  const size_t n = storages.items.size();
-  std::vector<hlo::Value> base(n);
-  for (size_t s = 0; s < n; ++s) {
-    const Storage* st = storages.items[s];
-    if (st->buffer) base[s] = b.parameter({st->dtype, {st->length_as(st->dtype)}});
-  }
-  std::vector<hlo::Value> numbers;
-  for (const auto& number : call.numbers) numbers.push_back(b.parameter({number.dtype, {}}));
-  lowering::Context ctx{b, call.name, call.overload, call.args, call.outputs, {}};
-  if (call.lowering->random) ctx.rng_state = b.parameter({DType::U64, {2}});
-
-  StorageSet lookup = storages;
-  auto read = [&](const TensorView& view) {
-    int32_t s = lookup.index(view.storage.get());
-    const Storage* st = storages.items[s];
-    if (!st->buffer) return b.zeros({view.dtype, view.layout.sizes});
-    return lowering::read_view(b, reinterpret(b, base[s], view.dtype), view.layout);
-  };
-  for (auto& arg : ctx.args) {
-    if (arg.kind == lowering::Arg::Kind::Tensor) {
-      arg.value = read(call.inputs[arg.slot]);
-    } else if (arg.kind == lowering::Arg::Kind::Number) {
-      arg.value = numbers[arg.slot];
-    } else if (arg.kind == lowering::Arg::Kind::TensorList) {
-      arg.values.clear();
-      for (int32_t slot : arg.slots) {
-        arg.values.push_back(slot < 0 ? hlo::Value{} : read(call.inputs[slot]));
-      }
-    }
-  }
-  std::vector<hlo::Value> results = call.lowering->fn(ctx);
-  if (results.size() < call.destinations.size()) {
-    throw std::logic_error(describe(call) + ": lowering returned too few results");
-  }
-
-  std::vector<hlo::Value> current = base;
-  std::vector<bool> written(n, false);
-  std::vector<DType> written_dtype(n, DType::U8);
-  for (size_t i = 0; i < call.destinations.size(); ++i) {
-    const TensorView& dest = call.destinations[i];
-    if (!dest.storage) continue;
-    int32_t s = lookup.index(dest.storage.get());
-    const Storage* st = storages.items[s];
-    // The storage takes the writer's element type; what it held is reinterpreted to match.
-    DType storage_dtype = dest.dtype;
-    hlo::Value target = current[s].valid() ? reinterpret(b, current[s], storage_dtype)
-                                           : b.zeros({storage_dtype, {st->length_as(storage_dtype)}});
-    hlo::Value value = results[i];
-    if (b.dims(value) != call.outputs[i].dims) {
-      throw std::logic_error(describe(call) + ": lowering produced a result of the wrong shape");
-    }
-    value = b.convert(value, dest.dtype);
-    current[s] = lowering::write_view(b, target, value, dest.layout);
-    written[s] = true;
-    written_dtype[s] = storage_dtype;
-  }
-
-  auto program = std::make_shared<cache::Program>();
-  std::vector<hlo::Value> outputs;
-  for (size_t s = 0; s < n; ++s) {
-    if (!written[s]) continue;
-    outputs.push_back(current[s]);
-    program->output_storages.push_back(static_cast<int32_t>(s));
-    program->output_dtypes.push_back(written_dtype[s]);
-    program->output_types.push_back(b.type(current[s]));
-  }
-  std::string text = b.module_text(outputs);
-  // Fault injection for the tests of error reporting: TORCH_TPU_INJECT_COMPILE_FAILURE=<op name>.
-  static const char* broken_op = std::getenv("TORCH_TPU_INJECT_COMPILE_FAILURE");
-  if (broken_op && call.name == broken_op) text += "this is not StableHLO\n";
+// Compiles a program built from `calls`; a failure names the op that broke it.
+runtime::ExecutablePtr compile(const std::string& text, const std::vector<OpCall>& calls, const StorageSet& storages) {
   auto start = std::chrono::steady_clock::now();
   try {
-    program->executable = runtime::Client::get().compile(text);
+    auto executable = runtime::Client::get().compile(text);
+    g_counters.compile_us += std::chrono::duration_cast<std::chrono::microseconds>(
+                                 std::chrono::steady_clock::now() - start)
+                                 .count();
+    return executable;
   } catch (const runtime::PjrtError& e) {
-    std::string path = save_failed_program(text);
-    throw OpError(describe(call) + " could not be compiled" + user_location() + ": " + e.what() +
-                  (path.empty() ? "" : "\nThe StableHLO program was written to " + path));
+    // In a fused graph, find the op whose own program fails to name it and its line.
+    const OpCall* culprit = &calls.back();
+    std::string culprit_text = text;
+    if (calls.size() > 1) {
+      for (const OpCall& call : calls) {
+        ProgramBuilder single(storages);
+        single.lower(call);
+        single.finish([](const Storage&) { return true; });
+        try {
+          runtime::Client::get().compile(single.text());
+        } catch (const runtime::PjrtError&) {
+          culprit = &call;
+          culprit_text = single.text();
+          break;
+        }
+      }
+    }
+    std::string path = save_failed_program(culprit_text);
+    throw OpError(describe(*culprit) + " could not be compiled" + at_location(culprit->location) + ": " +
+                  e.what() + (path.empty() ? "" : "\nThe StableHLO program was written to " + path));
   }
-  g_counters.compile_us += std::chrono::duration_cast<std::chrono::microseconds>(
-                               std::chrono::steady_clock::now() - start)
-                               .count();
-  return program;
 }
 
 // Rank-0 buffers for runtime numbers, reused: most calls pass the same few values (alpha=1, ...).
@@ -295,76 +153,212 @@ runtime::BufferPtr number_buffer(const RuntimeNumber& number, int device) {
   return buffer;
 }
 
-}  // namespace
+// Finds or builds the program for `calls` (whose storages are in `storages`, keyed by `key`),
+// runs it and installs its results. Dead storages never become results.
+void launch(std::string& key, const std::vector<OpCall>& calls, const StorageSet& storages, int device,
+            bool wait) {
+  auto keep = [](const Storage& s) { return s.alive.load(); };
+  key.push_back('#');
+  for (const Storage* s : storages.items()) key.push_back(s->alive ? '1' : '0');
 
-Mode current_mode() { return t_mode.value_or(g_default_mode.load()); }
-void set_mode(Mode mode) { t_mode = mode; }
-void set_default_mode(Mode mode) { g_default_mode = mode; }
-
-void set_location_provider(LocationProvider provider) { g_location = provider; }
-
-void run(const OpCall& call) {
-  ++g_counters.ops;
-  StorageSet storages;
-  std::string key = program_key(call, storages);
   auto& cache = cache::ProgramCache::get();
   cache::ProgramPtr program = cache.find(key);
   if (program) {
     ++g_counters.hits;
   } else {
     ++g_counters.misses;
-    program = lower_and_compile(call, storages);
+    ProgramBuilder builder(storages);
+    for (const OpCall& call : calls) builder.lower(call);
+    auto built = std::make_shared<cache::Program>(builder.finish(keep));
+    built->executable = compile(builder.text(), calls, storages);
+    program = built;
     cache.insert(key, program);
   }
 
   auto& client = runtime::Client::get();
+  std::vector<const RuntimeNumber*> numbers;
+  std::vector<const OpCall*> random_calls;
+  for (const OpCall& call : calls) {
+    for (const auto& number : call.numbers) numbers.push_back(&number);
+    if (call.lowering->random) random_calls.push_back(&call);
+  }
   std::vector<runtime::BufferPtr> keep_alive;
   std::vector<const runtime::Buffer*> arguments;
-  for (Storage* s : storages.items) {
-    if (s->buffer) arguments.push_back(s->buffer.get());
-  }
-  for (const auto& number : call.numbers) {
-    keep_alive.push_back(number_buffer(number, call.device));
-    arguments.push_back(keep_alive.back().get());
-  }
-  if (call.lowering->random) {
-    uint64_t state[2] = {call.seed, call.offset};
-    keep_alive.push_back(client.from_host(state, {DType::U64, {2}}, call.device));
-    arguments.push_back(keep_alive.back().get());
+  arguments.reserve(program->parameters.size());
+  for (const auto& parameter : program->parameters) {
+    switch (parameter.source) {
+      case cache::Program::Parameter::Source::Storage:
+        arguments.push_back(storages.items()[parameter.index]->buffer.get());
+        break;
+      case cache::Program::Parameter::Source::Number:
+        keep_alive.push_back(number_buffer(*numbers[parameter.index], device));
+        arguments.push_back(keep_alive.back().get());
+        break;
+      case cache::Program::Parameter::Source::RngState: {
+        const OpCall* call = random_calls[parameter.index];
+        uint64_t state[2] = {call->seed, call->offset};
+        keep_alive.push_back(client.from_host(state, {DType::U64, {2}}, device));
+        arguments.push_back(keep_alive.back().get());
+        break;
+      }
+    }
   }
 
   runtime::ExecuteResult result;
   try {
-    result = client.execute(*program->executable, call.device, arguments, program->output_types);
+    result = client.execute(*program->executable, device, arguments, program->output_types);
   } catch (const runtime::PjrtError& e) {
-    throw OpError(describe(call) + " failed to launch" + user_location() + ": " + e.what(), e.out_of_memory());
+    throw OpError(describe(calls.back()) + " failed to launch" + at_location(calls.back().location) + ": " +
+                      e.what(),
+                  e.out_of_memory());
   }
   ++g_counters.executions;
+  g_counters.outputs += static_cast<int64_t>(result.outputs.size());
   for (size_t i = 0; i < result.outputs.size(); ++i) {
-    Storage* s = storages.items[program->output_storages[i]];
+    Storage* s = storages.items()[program->output_storages[i]];
     s->buffer = result.outputs[i];
     s->dtype = program->output_dtypes[i];
   }
-  if (current_mode() == Mode::Debug) {
+  if (wait) {
     try {
       client.wait(result.done);
     } catch (const runtime::PjrtError& e) {
-      throw OpError(describe(call) + " failed on the device" + user_location() + ": " + e.what(),
+      throw OpError(describe(calls.back()) + " failed on the device" + at_location(calls.back().location) +
+                        ": " + e.what(),
                     e.out_of_memory());
     }
   } else {
-    track(call.device, result.done);
+    track(device, result.done);
   }
+}
+
+void warn_if_site_keeps_compiling(const std::string& site);
+
+// Runs the pending graph as one program. Caller holds g_mutex.
+void flush_locked(const char* reason) {
+  if (g_graph.calls.empty()) return;
+  ++g_counters.flushes;
+  ++g_flush_reasons[reason];
+  std::vector<OpCall> calls = std::move(g_graph.calls);
+  std::unique_ptr<StorageSet> storages = std::move(g_graph.storages);
+  std::string key = std::move(g_graph.key);
+  std::string site = std::move(g_graph.last_location);
+  int device = g_graph.device;
+  g_graph = PendingGraph{};
+  int64_t misses = g_counters.misses;
+  launch(key, calls, *storages, device, /*wait=*/false);
+  if (g_counters.misses != misses && !site.empty()) warn_if_site_keeps_compiling(site);
+}
+
+void record_locked(OpCall&& call) {
+  if (!g_graph.calls.empty() && g_graph.device != call.device) flush_locked("device change");
+  if (g_graph.calls.empty()) {
+    g_graph.device = call.device;
+    g_graph.epoch = g_next_graph_epoch++;
+    g_graph.storages = std::make_unique<StorageSet>();
+  }
+  size_t start = g_graph.key.size();
+  append_call_key(g_graph.key, call, *g_graph.storages);
+  std::string fragment = g_graph.key.substr(start);
+  if (!g_lowerable.count(fragment)) {
+    try {
+      ProgramBuilder trial(*g_graph.storages);
+      trial.lower(call);
+    } catch (...) {
+      g_graph.key.resize(start);
+      if (g_graph.calls.empty()) g_graph = PendingGraph{};
+      throw;
+    }
+    g_lowerable.insert(std::move(fragment));
+  }
+  for (const auto& input : call.inputs) input.storage->graph_epoch = g_graph.epoch;
+  for (const auto& dest : call.destinations) {
+    if (dest.storage) dest.storage->graph_epoch = g_graph.epoch;
+  }
+  g_graph.last_location = call.location;
+  g_graph.calls.push_back(std::move(call));
+  if (static_cast<int64_t>(g_graph.calls.size()) >= g_max_pending) flush_locked("pending-op bound");
+}
+
+bool pending_locked(const Storage& s) { return !g_graph.calls.empty() && s.graph_epoch == g_graph.epoch; }
+
+std::function<void(const std::string&)> g_warning_handler;
+
+void warn_if_site_keeps_compiling(const std::string& site) {
+  constexpr int kTolerated = 8;
+  if (++g_compiles_by_site[site] != kTolerated + 1 || !g_warning_handler) return;
+  g_warning_handler("tpu: the fused graph ending at " + site + " has been compiled " +
+                    std::to_string(kTolerated + 1) +
+                    " times: something in it changes every time (a shape, a dtype, a Python "
+                    "number used as a shape, or where the graph is cut). Each change costs a "
+                    "compilation; see torch_tpu.metrics()['flush_reasons'].");
+}
+
+}  // namespace
+
+Mode current_mode() {
+  if (t_mode) return *t_mode;
+  int backward = g_backward_mode.load();
+  return backward >= 0 ? static_cast<Mode>(backward) : g_default_mode.load();
+}
+int swap_backward_mode(int mode) { return g_backward_mode.exchange(mode); }
+void set_mode(Mode mode) { t_mode = mode; }
+void set_default_mode(Mode mode) { g_default_mode = mode; }
+
+void set_location_provider(LocationProvider provider) { g_location = provider; }
+void set_warning_handler(std::function<void(const std::string&)> handler) { g_warning_handler = std::move(handler); }
+void set_max_pending_ops(int64_t ops) { g_max_pending = ops > 0 ? ops : 1; }
+
+void run(OpCall call) {
+  ++g_counters.ops;
+  Mode mode = current_mode();
+  if (mode == Mode::Fused) {
+    // Captured now, outside the lock (it takes the GIL): the graph may fail long after this line.
+    if (g_location) call.location = g_location();
+    std::lock_guard<std::mutex> lock(g_mutex);
+    record_locked(std::move(call));
+    return;
+  }
+  try {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    // Another thread's fused graph may hold values this op reads or writes.
+    if (!g_graph.calls.empty()) flush_locked("op in another mode");
+    StorageSet storages;
+    std::string key;
+    append_call_key(key, call, storages);
+    std::vector<OpCall> calls;
+    calls.push_back(std::move(call));
+    launch(key, calls, storages, calls.back().device, /*wait=*/mode == Mode::Debug);
+  } catch (const OpError& e) {
+    std::string where = g_location ? g_location() : "";
+    if (where.empty()) throw;
+    throw OpError(std::string(e.what()) + at_location(where), e.out_of_memory());
+  }
+}
+
+void flush(const char* reason) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  flush_locked(reason);
+}
+
+void materialize(const Storage& storage) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (pending_locked(storage)) flush_locked("host access");
 }
 
 void copy_view(const TensorView& src, const TensorView& dst) {
   static const lowering::Entry* copy = lowering::find_lowering("_tpu_copy");
   TensorView source = src;
-  if (src.storage->device != dst.storage->device && src.storage->buffer) {
-    auto moved = std::make_shared<Storage>(*src.storage);
-    moved->device = dst.storage->device;
-    moved->buffer = runtime::Client::get().copy_to_device(*src.storage->buffer, dst.storage->device);
-    source.storage = moved;
+  if (src.storage->device != dst.storage->device) {
+    materialize(*src.storage);
+    if (src.storage->buffer) {
+      auto moved = std::make_shared<Storage>();
+      moved->device = dst.storage->device;
+      moved->nbytes = src.storage->nbytes;
+      moved->dtype = src.storage->dtype;
+      moved->buffer = runtime::Client::get().copy_to_device(*src.storage->buffer, dst.storage->device);
+      source.storage = moved;
+    }
   }
   OpCall call;
   call.name = "_tpu_copy";
@@ -377,11 +371,12 @@ void copy_view(const TensorView& src, const TensorView& dst) {
   call.outputs.push_back({dst.dtype, dst.layout.sizes});
   call.destinations.push_back(dst);
   call.device = dst.storage->device;
-  run(call);
+  run(std::move(call));
 }
 
 runtime::BufferPtr dense_buffer(const TensorView& view) {
   const Storage& s = *view.storage;
+  materialize(s);
   int64_t count = numel(view.layout.sizes);
   if (s.buffer && s.dtype == view.dtype && view.layout.offset == 0 &&
       count == s.length_as(s.dtype) && lowering::is_contiguous(view.layout)) {
@@ -399,14 +394,16 @@ runtime::BufferPtr dense_buffer(const TensorView& view) {
     stride *= view.layout.sizes[i];
   }
   copy_view(view, target);
+  materialize(*dense);
   return dense->buffer;
 }
 
 void synchronize(int device) {
+  flush("synchronize");
   std::vector<PJRT_Event*> events;
   {
-    std::lock_guard<std::mutex> lock(g_pending_mutex);
-    for (auto& [d, queue] : g_pending) {
+    std::lock_guard<std::mutex> lock(g_events_mutex);
+    for (auto& [d, queue] : g_events) {
       if (device >= 0 && d != device) continue;
       events.insert(events.end(), queue.begin(), queue.end());
       queue.clear();
@@ -431,6 +428,10 @@ Counters counters() {
   c.cache_misses = g_counters.misses;
   c.compile_seconds = static_cast<double>(g_counters.compile_us.load()) / 1e6;
   c.executions = g_counters.executions;
+  c.program_outputs = g_counters.outputs;
+  c.flushes = g_counters.flushes;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  c.flush_reasons = g_flush_reasons;
   return c;
 }
 
@@ -440,6 +441,10 @@ void reset_counters() {
   g_counters.misses = 0;
   g_counters.compile_us = 0;
   g_counters.executions = 0;
+  g_counters.outputs = 0;
+  g_counters.flushes = 0;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_flush_reasons.clear();
 }
 
 }  // namespace tpu::exec

@@ -1,12 +1,17 @@
-// The executor: turns one ATen call into a program, finds it in the cache or lowers and compiles
-// it, runs it on the storages' buffers and installs the results.
+// The executor: records ATen calls into a pending graph and, at a flush, turns the graph into one
+// program (found in the cache, or lowered and compiled), runs it on the storages' buffers and
+// installs the results.
 //
-// One recording path, three flush policies: strict runs each op as it comes without waiting,
-// debug also waits for it and checks for errors, and defer-and-fuse (a later step) will keep the
-// recorded ops pending until a sync point. Torch-free: the ATen layer fills an OpCall.
+// One recording path, three flush policies: strict flushes after every op without waiting, debug
+// also waits for the op and checks for errors, and defer-and-fuse keeps recording until a sync
+// point (a host read, a fallback op, synchronize, a mode change, or the pending-op bound), so a
+// whole training step becomes one XLA program. Torch-free: the ATen layer fills an OpCall.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +26,9 @@ enum class Mode : uint8_t { Debug = 0, Strict = 1, Fused = 2 };
 Mode current_mode();  // per thread, like autocast state
 void set_mode(Mode mode);
 void set_default_mode(Mode mode);  // for threads that never chose one
+// While a backward pass runs, threads that never chose a mode (the autograd engine's) use the
+// mode of the thread that started it. Returns the previous value; -1 means no backward running.
+int swap_backward_mode(int mode);
 
 // A storage's device value: a 1-D buffer of `dtype`, or nothing before the first write (reads as
 // zeros, which is what PyTorch's uninitialised memory may hold anyway).
@@ -29,6 +37,14 @@ struct Storage {
   int64_t nbytes = 0;
   DType dtype = DType::U8;
   runtime::BufferPtr buffer;
+  // False once the tensor storage owning this value is freed: a pending graph then never
+  // materialises it.
+  std::atomic<bool> alive{true};
+  // Bookkeeping of the executor (under its lock): the graph this storage takes part in, and its
+  // parameter slot in the StorageSet being built.
+  uint64_t graph_epoch = 0;
+  uint64_t set_epoch = 0;
+  int32_t set_index = -1;
   int64_t length_as(DType t) const { return nbytes / itemsize(t); }
 };
 using StoragePtr = std::shared_ptr<Storage>;
@@ -58,14 +74,19 @@ struct OpCall {
   uint64_t seed = 0;                     // random lowerings only
   uint64_t offset = 0;
   int device = 0;
+  std::string location;  // the user's Python line, recorded in defer-and-fuse for error messages
 };
 
 // Where the user's Python code called us, for error messages ("" if unknown). Installed by the
 // Python bindings; the executor only calls it when it is about to raise.
 using LocationProvider = std::string (*)();
 void set_location_provider(LocationProvider provider);
+// Receives warnings (a fused graph that keeps recompiling); the Python bindings turn them into
+// Python warnings.
+void set_warning_handler(std::function<void(const std::string&)> handler);
 
-// Raised for errors in a program's compilation or execution, with the op and the user's line.
+// Raised for errors in a program's compilation or execution, naming the op (and, for ops recorded
+// in defer-and-fuse, the user's line; the ATen layer adds the line in the other modes).
 class OpError : public std::runtime_error {
  public:
   explicit OpError(const std::string& message, bool out_of_memory = false)
@@ -77,7 +98,14 @@ class OpError : public std::runtime_error {
   bool out_of_memory_;
 };
 
-void run(const OpCall& call);
+// Runs (strict, debug) or records (defer-and-fuse) the call.
+void run(OpCall call);
+
+// Sync points. flush runs every pending op; materialize flushes only if `storage` takes part in
+// the pending graph, before its buffer is read or replaced from outside the executor.
+void flush(const char* reason);
+void materialize(const Storage& storage);
+void set_max_pending_ops(int64_t ops);
 
 // dst := src (any view, any dtype, same device): the copy kernel's device part.
 void copy_view(const TensorView& src, const TensorView& dst);
@@ -94,6 +122,9 @@ struct Counters {
   int64_t cache_misses = 0;
   double compile_seconds = 0;
   int64_t executions = 0;
+  int64_t flushes = 0;  // defer-and-fuse graphs run
+  int64_t program_outputs = 0;  // storages materialised by programs
+  std::map<std::string, int64_t> flush_reasons;
 };
 Counters counters();
 void reset_counters();

@@ -14,6 +14,9 @@ namespace py = pybind11;
 namespace tpu::aten {
 void register_hooks();
 }
+namespace tpu::python {
+void register_cache_bindings(py::module& m);
+}
 
 namespace {
 
@@ -59,6 +62,9 @@ py::dict metrics() {
   d["compile_seconds"] = c.compile_seconds;
   d["executions"] = c.executions;
   d["cache_entries"] = tpu::cache::ProgramCache::get().size();
+  d["flushes"] = c.flushes;
+  d["program_outputs"] = c.program_outputs;
+  d["flush_reasons"] = c.flush_reasons;
   return d;
 }
 
@@ -81,6 +87,9 @@ py::dict memory_stats(int device) {
 PYBIND11_MODULE(_C, m) {
   tpu::aten::register_hooks();
   tpu::exec::set_location_provider(&python_location);
+  // TORCH_WARN, not PyErr_WarnEx: the executor warns while holding its lock, and taking the GIL
+  // there could deadlock with a Python thread waiting for that lock.
+  tpu::exec::set_warning_handler([](const std::string& message) { TORCH_WARN(message); });
 
   m.def("_set_plugin_candidates", [](const std::vector<std::pair<std::string, std::string>>& candidates) {
     std::vector<tpu::runtime::PluginCandidate> list;
@@ -113,8 +122,14 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_mode", [](int mode) { tpu::exec::set_mode(static_cast<tpu::exec::Mode>(mode)); });
   m.def("_set_default_mode", [](int mode) { tpu::exec::set_default_mode(static_cast<tpu::exec::Mode>(mode)); });
+  m.def("_swap_backward_mode", [](int mode) { return tpu::exec::swap_backward_mode(mode); });
   m.def("_get_mode", [] { return static_cast<int>(tpu::exec::current_mode()); });
   m.def("_metrics", &metrics);
+  m.def("_set_max_pending_ops", [](int64_t ops) { tpu::exec::set_max_pending_ops(ops); });
+  m.def("_flush", [] {
+    py::gil_scoped_release no_gil;
+    tpu::exec::flush("explicit");
+  });
   m.def("_reset_metrics", [] { tpu::exec::reset_counters(); });
   m.def("_clear_program_cache", [] { tpu::cache::ProgramCache::get().clear(); });
   m.def("_fallback_counts", [] { return tpu::aten::fallback_counts(); });
@@ -132,4 +147,5 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_seed_all", [](uint64_t seed) { tpu::aten::seed_all(seed); });
   m.def("_lowered_ops", [] { return tpu::lowering::lowered_op_names(); });
+  tpu::python::register_cache_bindings(m);
 }

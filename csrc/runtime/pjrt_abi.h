@@ -256,6 +256,9 @@ struct PJRT_Executable_DeserializeAndLoad_Args {
   const char* serialized_executable;
   size_t serialized_executable_size;
   PJRT_LoadedExecutable* loaded_executable;
+  // Null keeps the compile options stored in the serialized executable.
+  const char* overridden_serialized_compile_options;
+  size_t overridden_serialized_compile_options_size;
 };
 
 struct PJRT_Buffer_Destroy_Args { TPU_PJRT_HEADER; PJRT_Buffer* buffer; };

@@ -102,6 +102,8 @@ class Client {
   std::string device_kind(int device) const;
   int api_major() const;
   int api_minor() const;
+  // The serialized CompileOptionsProto every compile() passes: part of the compilation cache's key.
+  const std::string& compile_options() const { return compile_options_; }
 
   BufferPtr from_host(const void* data, const TensorType& type, int device);
   // Blocks until `buffer`'s bytes are in `dst` (which holds buffer.nbytes()).

@@ -1,0 +1,120 @@
+"""What defer-and-fuse adds to strict's semantics: fusion, sync points, liveness, attribution."""
+import os
+import subprocess
+import sys
+import warnings
+
+import torch
+
+import torch_tpu
+
+
+def flushes(fn):
+    before = torch_tpu.metrics()
+    fn()
+    after = torch_tpu.metrics()
+    reasons = {k: v - before["flush_reasons"].get(k, 0) for k, v in after["flush_reasons"].items()
+               if v != before["flush_reasons"].get(k, 0)}
+    return after["executions"] - before["executions"], reasons
+
+
+def test_ops_are_recorded_until_a_sync_point():
+    x = torch.randn(16, device="tpu")
+    torch.tpu.synchronize()
+    with torch_tpu.eager_mode("fused"):
+        executions, reasons = flushes(lambda: [(x * 2).exp().sum() for _ in range(3)])
+        assert executions == 0 and not reasons
+        y = (x * 3).sin()
+        executions, reasons = flushes(lambda: y.cpu())
+        assert executions == 1 and reasons == {"host access": 1}
+        torch.testing.assert_close(y.cpu(), (x.cpu() * 3).sin())
+
+
+def test_sync_points():
+    x = torch.randn(8, device="tpu")
+    torch.tpu.synchronize()
+    with torch_tpu.eager_mode("fused"):
+        _, reasons = flushes(lambda: ((x + 1).sum().item(), None))
+        assert reasons == {"host access": 1}
+        _, reasons = flushes(lambda: (x.add_(1), torch.tpu.synchronize()))
+        assert reasons == {"synchronize": 1}
+        torch_tpu.set_fallback_warnings(False)
+        try:
+            _, reasons = flushes(lambda: (x.mul_(2), torch.cdist(x.view(2, 4), x.view(2, 4))))
+        finally:
+            torch_tpu.set_fallback_warnings(True)
+        assert reasons.get("fallback op") == 1
+        x.add_(1)
+    _, reasons = flushes(lambda: None)  # leaving the mode flushed already
+    assert torch_tpu.metrics()["flush_reasons"].get("synchronize", 0) >= 2
+
+
+def test_pending_op_bound():
+    x = torch.zeros(4, device="tpu")
+    torch.tpu.synchronize()
+    torch_tpu._C._set_max_pending_ops(10)
+    try:
+        with torch_tpu.eager_mode("fused"):
+            _, reasons = flushes(lambda: [x.add_(1) for _ in range(25)])
+            assert reasons == {"pending-op bound": 2}
+            assert x.cpu().tolist() == [25.0] * 4
+    finally:
+        torch_tpu._C._set_max_pending_ops(20000)
+
+
+def test_dead_intermediates_are_never_materialised():
+    x = torch.randn(64, device="tpu")
+    torch.tpu.synchronize()
+    with torch_tpu.eager_mode("fused"):
+        before = torch_tpu.metrics()["program_outputs"]
+        a = x * 2
+        b = a.exp()
+        c = b - a
+        del a, b
+        torch.tpu.synchronize()
+        assert torch_tpu.metrics()["program_outputs"] - before == 1  # only c
+        torch.testing.assert_close(c.cpu(), (x.cpu() * 2).exp() - x.cpu() * 2)
+
+
+def test_forward_backward_and_optimizer_become_one_program():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)).to("tpu")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(5, 4, device="tpu")
+    torch.tpu.synchronize()
+    with torch_tpu.eager_mode("fused"):
+        def step():
+            loss = model(x).square().mean()
+            optimizer.zero_grad()
+            loss.backward()  # runs on the autograd engine's thread, in the caller's mode
+            optimizer.step()
+            return loss.item()
+        step()
+        executions, reasons = flushes(step)
+    assert executions == 1 and reasons == {"host access": 1}
+
+
+def test_compile_error_names_the_recorded_op_and_its_line():
+    code = (
+        "import torch, torch_tpu\n"
+        "torch_tpu.set_eager_mode('fused')\n"
+        "x = torch.ones(3, device='tpu')\n"
+        "y = torch.exp(x)  # line 4: recorded here\n"
+        "z = y * 2\n"
+        "try:\n"
+        "    z.sum().item()  # line 7: the graph runs here\n"
+        "except RuntimeError as e:\n"
+        "    print('ERROR', e)\n")
+    env = dict(os.environ, TORCH_TPU_INJECT_COMPILE_FAILURE="exp")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "ERROR" in result.stdout and "aten::exp" in result.stdout, result.stdout
+    assert "<string>:4" in result.stdout
+
+
+def test_a_call_site_that_keeps_recompiling_is_warned_about():
+    with torch_tpu.eager_mode("fused"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 12):
+            torch.ones(n, device="tpu").sum().item()  # a new shape every time
+    assert any("has been compiled" in str(w.message) for w in caught)
