@@ -118,3 +118,23 @@ def test_a_call_site_that_keeps_recompiling_is_warned_about():
         for n in range(1, 12):
             torch.ones(n, device="tpu").sum().item()  # a new shape every time
     assert any("has been compiled" in str(w.message) for w in caught)
+
+
+def test_fused_peak_memory_is_lower_than_strict():
+    def peak(mode):
+        x = torch.randn(2 ** 18, device="tpu")
+        torch.tpu.synchronize()
+        torch.tpu.reset_peak_memory_stats()
+        baseline = torch.tpu.memory_allocated()
+        with torch_tpu.eager_mode(mode):
+            chain = [x]
+            for _ in range(6):
+                chain.append(chain[-1].sin())
+            result = chain[-1]
+            del chain
+            torch.tpu.synchronize()
+        torch.testing.assert_close(result.cpu(), x.cpu().sin().sin().sin().sin().sin().sin())
+        return torch.tpu.max_memory_allocated() - baseline
+
+    strict, fused = peak("strict"), peak("fused")
+    assert fused <= strict / 3, (fused, strict)  # strict holds every link of the chain

@@ -136,7 +136,9 @@ def _is_in_bad_fork():
     return False
 
 
-# Memory: live bytes of tpu storages, as the allocator counts them.
+# Memory. allocated: bytes of live device buffers (what programs' results really hold; a fused
+# graph's dead intermediates never count). reserved: the sizes of live tpu storages, which is
+# also what set_per_process_memory_fraction caps.
 def memory_stats(device=None):
     return dict(_C._memory_stats(_index(device)))
 
@@ -147,6 +149,14 @@ def memory_allocated(device=None):
 
 def max_memory_allocated(device=None):
     return _C._memory_stats(_index(device))["allocated_bytes.all.peak"]
+
+
+def memory_reserved(device=None):
+    return _C._memory_stats(_index(device))["reserved_bytes.all.current"]
+
+
+def max_memory_reserved(device=None):
+    return _C._memory_stats(_index(device))["reserved_bytes.all.peak"]
 
 
 def reset_peak_memory_stats(device=None):

@@ -169,11 +169,16 @@ class TpuAllocator final : public c10::DeviceAllocator {
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
     MemoryStats stats = memory_stats(device);
+    runtime::DeviceMemory held = runtime::device_memory(device);
     c10::CachingDeviceAllocator::DeviceStats out;
     constexpr auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-    for (auto* bytes : {&out.allocated_bytes, &out.reserved_bytes, &out.active_bytes, &out.requested_bytes}) {
-      (*bytes)[all] = stats.bytes;
+    // Allocated: bytes of live device buffers (a storage holds none until a program writes it,
+    // and a fused graph's dead intermediates never get one). Reserved: the storages' sizes.
+    for (auto* bytes : {&out.allocated_bytes, &out.active_bytes}) {
+      (*bytes)[all].current = held.current;
+      (*bytes)[all].peak = held.peak;
     }
+    for (auto* bytes : {&out.reserved_bytes, &out.requested_bytes}) (*bytes)[all] = stats.bytes;
     for (auto* count : {&out.allocation, &out.segment, &out.active}) (*count)[all] = stats.allocations;
     out.num_ooms = stats.num_ooms;
     return out;
@@ -260,6 +265,7 @@ MemoryStats memory_stats(int device) {
 }
 
 void reset_peak_memory(int device) {
+  runtime::reset_device_memory_peak(device);
   std::lock_guard<std::mutex> lock(g_stats_mutex);
   g_stats[device].bytes.reset_peak();
   g_stats[device].allocations.reset_peak();

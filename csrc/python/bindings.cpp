@@ -70,11 +70,14 @@ py::dict metrics() {
 
 py::dict memory_stats(int device) {
   auto s = tpu::aten::memory_stats(device);
+  auto held = tpu::runtime::device_memory(device);
   py::dict d;
-  d["allocated_bytes.all.current"] = s.bytes.current;
-  d["allocated_bytes.all.peak"] = s.bytes.peak;
-  d["allocated_bytes.all.allocated"] = s.bytes.allocated;
-  d["allocated_bytes.all.freed"] = s.bytes.freed;
+  d["allocated_bytes.all.current"] = held.current;
+  d["allocated_bytes.all.peak"] = held.peak;
+  d["reserved_bytes.all.current"] = s.bytes.current;
+  d["reserved_bytes.all.peak"] = s.bytes.peak;
+  d["reserved_bytes.all.allocated"] = s.bytes.allocated;
+  d["reserved_bytes.all.freed"] = s.bytes.freed;
   d["allocation.all.current"] = s.allocations.current;
   d["allocation.all.allocated"] = s.allocations.allocated;
   d["num_ooms"] = s.num_ooms;

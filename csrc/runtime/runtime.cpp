@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -258,7 +259,36 @@ void discard(PJRT_Error* error) {
 }
 }  // namespace
 
+namespace {
+constexpr int kMaxDevices = 256;
+std::atomic<int64_t> g_device_bytes[kMaxDevices];
+std::atomic<int64_t> g_device_peak[kMaxDevices];
+
+void account(int device, int64_t delta) {
+  if (device < 0 || device >= kMaxDevices) return;
+  int64_t now = g_device_bytes[device] += delta;
+  int64_t peak = g_device_peak[device].load();
+  while (now > peak && !g_device_peak[device].compare_exchange_weak(peak, now)) {
+  }
+}
+}  // namespace
+
+DeviceMemory device_memory(int device) {
+  if (device < 0 || device >= kMaxDevices) return {};
+  return {g_device_bytes[device].load(), g_device_peak[device].load()};
+}
+
+void reset_device_memory_peak(int device) {
+  if (device >= 0 && device < kMaxDevices) g_device_peak[device] = g_device_bytes[device].load();
+}
+
+Buffer::Buffer(PJRT_Buffer* raw, int device, TensorType type)
+    : raw_(raw), device_(device), type_(std::move(type)) {
+  account(device_, nbytes());
+}
+
 Buffer::~Buffer() {
+  account(device_, -nbytes());
   if (!raw_ || !g_client) return;
   auto args = make_args<PJRT_Buffer_Destroy_Args>();
   args.buffer = raw_;

@@ -39,9 +39,18 @@ class NoPluginError : public std::runtime_error {
 
 // An owned PJRT buffer: one dense array on one device. Destroying it releases device memory once
 // every program already enqueued on it has finished (PJRT tracks the uses).
+// Bytes held by live buffers on a device: what a program's results, inputs and temporaries
+// really occupy, as opposed to the storages tensors have reserved.
+struct DeviceMemory {
+  int64_t current = 0;
+  int64_t peak = 0;
+};
+DeviceMemory device_memory(int device);
+void reset_device_memory_peak(int device);
+
 class Buffer {
  public:
-  Buffer(PJRT_Buffer* raw, int device, TensorType type) : raw_(raw), device_(device), type_(std::move(type)) {}
+  Buffer(PJRT_Buffer* raw, int device, TensorType type);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
