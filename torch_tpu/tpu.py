@@ -175,3 +175,51 @@ def set_per_process_memory_fraction(fraction, device=None):
 
 def empty_cache():
     """Storages free their device memory as soon as they die; nothing is held back to release."""
+
+
+# Streams and events: the generic torch.Stream / torch.Event on the tpu device. All streams of a
+# device feed one queue that runs programs as their data dependencies allow, so ordering through
+# events holds; Event(enable_timing=True).elapsed_time measures when device work finished.
+class Stream(torch.Stream):
+    def __new__(cls, device=None, priority=0):
+        return super().__new__(cls, device=torch.device("tpu", _index(device)), priority=priority)
+
+
+class _TpuEventType(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, torch.Event) and obj.device.type == "tpu"
+
+
+class Event(metaclass=_TpuEventType):
+    """torch.Event on the tpu device. It is a plain torch.Event (PyTorch's event methods only
+    accept that exact type), and isinstance(e, torch.tpu.Event) holds for any tpu event."""
+
+    def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
+        return torch.Event(device="tpu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+
+
+def current_stream(device=None):
+    return torch.accelerator.current_stream(torch.device("tpu", _index(device)))
+
+
+def default_stream(device=None):
+    index = _index(device)
+    return torch.Stream(stream_id=0, device_index=index, device_type=current_stream(index).device_type)
+
+
+def set_stream(stream):
+    torch.accelerator.set_stream(stream)
+
+
+@contextlib.contextmanager
+def stream(s):
+    """Makes `s` the current stream of its device inside the block (None: no change)."""
+    if s is None:
+        yield
+        return
+    previous = current_stream(s.device)
+    set_stream(s)
+    try:
+        yield
+    finally:
+        set_stream(previous)

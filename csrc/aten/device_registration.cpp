@@ -5,11 +5,14 @@
 #include <c10/core/GeneratorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <atomic>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <random>
 
 #include "aten/tpu_tensor.h"
+#include "exec/device_queue.h"
 
 namespace tpu::aten {
 namespace {
@@ -36,11 +39,47 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void uncheckedSetDevice(c10::Device device) const noexcept override {
     if (device.index() >= 0) set_current_device(device.index());
   }
-  c10::Stream getStream(c10::Device device) const override {
+  // Streams: every stream of a device feeds the same PJRT queue, where programs run in the order
+  // their data dependencies dictate, so work ordered by events across streams stays ordered.
+  // Stream objects still carry their identity, so user code that juggles them works unchanged.
+  c10::Stream getStream(c10::Device device) const override { return current_stream(device); }
+  c10::Stream getDefaultStream(c10::Device device) const override {
     return c10::Stream(c10::Stream::DEFAULT, device);
   }
+  c10::Stream getNewStream(c10::Device device, int) const override {
+    return c10::Stream(c10::Stream::UNSAFE, device, g_next_stream_id++);
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device device, bool) const override {
+    return getNewStream(device, 0);
+  }
   c10::Stream exchangeStream(c10::Stream stream) const override {
-    return c10::Stream(c10::Stream::DEFAULT, stream.device());
+    c10::Stream previous = current_stream(stream.device());
+    t_current_streams[stream.device_index()] = stream.id();
+    return previous;
+  }
+  // Events are markers of everything issued to the device before them.
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex, const c10::EventFlag flag) const override {
+    auto marker = exec::record_marker(stream.device_index(), flag == c10::EventFlag::BACKEND_DEFAULT);
+    if (*event) delete static_cast<exec::MarkerPtr*>(*event);
+    *event = new exec::MarkerPtr(std::move(marker));
+  }
+  void block(void*, const c10::Stream&) const override {}  // later work already follows it
+  bool queryEvent(void* event) const override {
+    return !event || (*static_cast<exec::MarkerPtr*>(event))->ready();
+  }
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    delete static_cast<exec::MarkerPtr*>(event);
+  }
+  void synchronizeEvent(void* event) const override {
+    if (event) (*static_cast<exec::MarkerPtr*>(event))->wait();
+  }
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    TORCH_CHECK(start && end, "Both events must be recorded before calculating elapsed time.");
+    auto& first = *static_cast<exec::MarkerPtr*>(start);
+    auto& second = *static_cast<exec::MarkerPtr*>(end);
+    first->wait();
+    second->wait();
+    return second->finished_ms() - first->finished_ms();
   }
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(device_count());
@@ -51,7 +90,16 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeStream(const c10::Stream& stream) const override {
     exec::synchronize(stream.device_index());
   }
-  bool queryStream(const c10::Stream&) const override { return true; }
+  bool queryStream(const c10::Stream& stream) const override { return exec::idle(stream.device_index()); }
+
+ private:
+  static c10::Stream current_stream(c10::Device device) {
+    auto it = t_current_streams.find(device.index());
+    if (it == t_current_streams.end() || it->second == 0) return c10::Stream(c10::Stream::DEFAULT, device);
+    return c10::Stream(c10::Stream::UNSAFE, device, it->second);
+  }
+  static inline std::atomic<c10::StreamId> g_next_stream_id{1};
+  static inline thread_local std::map<c10::DeviceIndex, c10::StreamId> t_current_streams;
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "cache/program_cache.h"
+#include "exec/device_queue.h"
 #include "exec/program_builder.h"
 #include "exec/program_key.h"
 
@@ -58,26 +59,6 @@ int64_t initial_max_pending() {
   return value > 0 ? value : 20000;
 }
 std::atomic<int64_t> g_max_pending{initial_max_pending()};
-
-// Launched programs not yet waited for, per device, so synchronize() can wait for them.
-std::mutex g_events_mutex;
-std::map<int, std::deque<PJRT_Event*>> g_events;
-
-void track(int device, PJRT_Event* event) {
-  if (!event) return;
-  auto& client = runtime::Client::get();
-  std::lock_guard<std::mutex> lock(g_events_mutex);
-  auto& queue = g_events[device];
-  queue.push_back(event);
-  if (queue.size() > 64) {
-    // Events of finished programs are dropped; an error they carry resurfaces when the buffers
-    // they produced are read.
-    while (!queue.empty() && client.ready(queue.front())) {
-      client.release(queue.front());
-      queue.pop_front();
-    }
-  }
-}
 
 std::string save_failed_program(const std::string& text) {
   const char* dir = std::getenv("TMPDIR");
@@ -400,25 +381,20 @@ runtime::BufferPtr dense_buffer(const TensorView& view) {
 
 void synchronize(int device) {
   flush("synchronize");
-  std::vector<PJRT_Event*> events;
+  wait_for_device(device);
+}
+
+MarkerPtr record_marker(int device, bool timing) {
+  flush("event record");
+  return mark(device, timing);
+}
+
+bool idle(int device) {
   {
-    std::lock_guard<std::mutex> lock(g_events_mutex);
-    for (auto& [d, queue] : g_events) {
-      if (device >= 0 && d != device) continue;
-      events.insert(events.end(), queue.begin(), queue.end());
-      queue.clear();
-    }
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (!g_graph.calls.empty() && g_graph.device == device) return false;
   }
-  auto& client = runtime::Client::get();
-  std::string first_error;
-  for (PJRT_Event* e : events) {
-    try {
-      client.wait(e);
-    } catch (const runtime::PjrtError& error) {
-      if (first_error.empty()) first_error = error.what();
-    }
-  }
-  if (!first_error.empty()) throw OpError("a program failed on the device: " + first_error);
+  return device_idle(device);
 }
 
 Counters counters() {

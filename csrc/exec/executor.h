@@ -116,6 +116,12 @@ runtime::BufferPtr dense_buffer(const TensorView& view);
 // Waits for every program launched on `device` (-1: all devices); raises their errors.
 void synchronize(int device);
 
+// Events: a marker of all work issued on `device` so far (pending ops are launched first), and
+// whether the device has nothing pending or running.
+class Marker;
+std::shared_ptr<Marker> record_marker(int device, bool timing);
+bool idle(int device);
+
 struct Counters {
   int64_t ops = 0;
   int64_t cache_hits = 0;

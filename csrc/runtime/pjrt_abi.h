@@ -122,6 +122,12 @@ struct PJRT_Event_Destroy_Args { TPU_PJRT_HEADER; PJRT_Event* event; };
 struct PJRT_Event_IsReady_Args { TPU_PJRT_HEADER; PJRT_Event* event; bool is_ready; };
 struct PJRT_Event_Error_Args { TPU_PJRT_HEADER; PJRT_Event* event; };
 struct PJRT_Event_Await_Args { TPU_PJRT_HEADER; PJRT_Event* event; };
+struct PJRT_Event_OnReady_Args {
+  TPU_PJRT_HEADER;
+  PJRT_Event* event;
+  void (*callback)(PJRT_Error* error, void* user_arg);
+  void* user_arg;
+};
 
 struct PJRT_Client_Create_Args {
   TPU_PJRT_HEADER;
@@ -305,7 +311,7 @@ struct PJRT_Api {
   PJRT_Error* (*PJRT_Event_IsReady)(PJRT_Event_IsReady_Args*);
   PJRT_Error* (*PJRT_Event_Error)(PJRT_Event_Error_Args*);
   PJRT_Error* (*PJRT_Event_Await)(PJRT_Event_Await_Args*);
-  void* PJRT_Event_OnReady;
+  PJRT_Error* (*PJRT_Event_OnReady)(PJRT_Event_OnReady_Args*);
 
   PJRT_Error* (*PJRT_Client_Create)(PJRT_Client_Create_Args*);
   PJRT_Error* (*PJRT_Client_Destroy)(PJRT_Client_Destroy_Args*);

@@ -425,6 +425,28 @@ void Client::wait(PJRT_Event* event) {
   check(error, "device execution");
 }
 
+void Client::await(PJRT_Event* event) {
+  if (!event) return;
+  auto args = make_args<PJRT_Event_Await_Args>();
+  args.event = event;
+  check(api_->PJRT_Event_Await(&args), "device execution");
+}
+
+void Client::on_ready(PJRT_Event* event, void (*callback)(PJRT_Error* error, void* arg), void* arg) {
+  auto args = make_args<PJRT_Event_OnReady_Args>();
+  args.event = event;
+  args.callback = callback;
+  args.user_arg = arg;
+  check(api_->PJRT_Event_OnReady(&args), "PJRT_Event_OnReady");
+}
+
+void Client::discard(PJRT_Error* error) const {
+  if (!error) return;
+  auto destroy = make_args<PJRT_Error_Destroy_Args>();
+  destroy.error = error;
+  api_->PJRT_Error_Destroy(&destroy);
+}
+
 bool Client::ready(PJRT_Event* event) {
   auto args = make_args<PJRT_Event_IsReady_Args>();
   args.event = event;

@@ -125,8 +125,13 @@ class Client {
                         const std::vector<const Buffer*>& arguments,
                         const std::vector<TensorType>& output_types);
 
-  // Events: wait blocks and throws the error of the work it tracks; release forgets it.
+  // Events: wait blocks, releases the event and throws the error of the work it tracked; await
+  // does the same but keeps the event; on_ready calls `callback` once it is ready (perhaps at
+  // once, on this thread), and the callback owns the error it receives (discard() it).
   void wait(PJRT_Event* event);
+  void await(PJRT_Event* event);
+  void on_ready(PJRT_Event* event, void (*callback)(PJRT_Error* error, void* arg), void* arg);
+  void discard(PJRT_Error* error) const;
   bool ready(PJRT_Event* event);
   void release(PJRT_Event* event);
   // Blocks until `buffer` is computed; throws the error of the program that made it.
