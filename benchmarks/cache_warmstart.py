@@ -1,7 +1,7 @@
 """Cold and warm start of a training loop: what the persistent compilation cache saves.
 
-Runs the same strict-mode training script (a small decoder: embedding, 2 TransformerEncoderLayers
-of width 64, AdamW, batch 4, sequence 32) twice in fresh processes against one empty temporary
+Runs the same training script (the reference decoder of torch_tpu.reference_models with 2 layers
+of width 64, AdamW, batch 4, sequence 32; defer-and-fuse by default, --mode to change) twice in fresh processes against one empty temporary
 cache directory: first cold (every program is compiled and written), then warm (every program is
 loaded from the directory). Each run reports the time to its first completed step (forward,
 backward, optimizer step, loss.item(), timed from the end of set-up) and its compile seconds.
@@ -24,31 +24,17 @@ import torch
 import torch_tpu
 imported = time.perf_counter()
 
-torch_tpu.set_eager_mode("strict")
+from torch_tpu.reference_models import Decoder
+
+torch_tpu.set_eager_mode(sys.argv[2])
 torch_tpu.set_fallback_warnings(False)
 torch.manual_seed(0)
 vocab, width, batch, length = 256, 64, 4, 32
-
-
-class Decoder(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.embed = torch.nn.Embedding(vocab, width)
-        self.layers = torch.nn.ModuleList(
-            torch.nn.TransformerEncoderLayer(width, nhead=4, dim_feedforward=4 * width, dropout=0.0,
-                                             batch_first=True) for _ in range(2))
-        self.head = torch.nn.Linear(width, vocab)
-
-    def forward(self, tokens):
-        mask = torch.nn.Transformer.generate_square_subsequent_mask(tokens.shape[1], device=tokens.device)
-        h = self.embed(tokens)
-        for layer in self.layers:
-            h = layer(h, src_mask=mask, is_causal=True)
-        return self.head(h)
+layers = 2
 
 
 tokens = torch.randint(0, vocab, (batch, length + 1))
-model = Decoder().to("tpu")
+model = Decoder(vocab, width, heads=4, layers=layers, seq=length).to("tpu")
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 inputs, targets = tokens[:, :-1].to("tpu"), tokens[:, 1:].to("tpu")
 set_up = time.perf_counter()
@@ -72,10 +58,10 @@ print(json.dumps({"import_s": imported - started, "setup_s": set_up - imported, 
 """
 
 
-def run(directory, steps):
+def run(directory, steps, mode):
     env = dict(os.environ, TORCH_TPU_CACHE_DIR=directory)
     env.pop("TORCH_TPU_TIER3_COMPILATION_CACHE_ROOT", None)
-    proc = subprocess.run([sys.executable, "-c", TRAIN, str(steps)], env=env, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", TRAIN, str(steps), mode], env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(proc.stderr)
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -84,10 +70,11 @@ def run(directory, steps):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--mode", default="defer_and_fuse", help="eager mode of the training script")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="torch_tpu_cache_") as directory:
-        cold = run(directory, args.steps)
-        warm = run(directory, args.steps)
+        cold = run(directory, args.steps, args.mode)
+        warm = run(directory, args.steps, args.mode)
     for name, r in (("cold", cold), ("warm", warm)):
         print(f"{name}: first step {r['first_step_s']:.2f} s, {args.steps} steps {r['total_s']:.2f} s, "
               f"compile {r['compile_seconds']:.2f} s, {r['misses']} compiled, {r['disk_hits']} loaded from disk "
@@ -103,6 +90,7 @@ def main():
         "warm_compile_seconds": round(warm["compile_seconds"], 3),
         "programs": cold["misses"],
         "fallback_ops": cold["fallbacks"],
+        "mode": args.mode,
         "same_losses": cold["losses"] == warm["losses"],
     }
     print(json.dumps(result))

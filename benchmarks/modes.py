@@ -21,23 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_tpu
-
-
-class Decoder(torch.nn.Module):
-    def __init__(self, vocab, dim, heads, layers, seq):
-        super().__init__()
-        self.embed = torch.nn.Embedding(vocab, dim)
-        self.position = torch.nn.Parameter(torch.randn(seq, dim) * 0.02)
-        layer = torch.nn.TransformerEncoderLayer(dim, heads, dim_feedforward=4 * dim, dropout=0.0,
-                                                 activation="gelu", batch_first=True, norm_first=True)
-        self.blocks = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-        self.norm = torch.nn.LayerNorm(dim)
-        self.head = torch.nn.Linear(dim, vocab)
-        self.register_buffer("mask", torch.nn.Transformer.generate_square_subsequent_mask(seq), persistent=False)
-
-    def forward(self, tokens):
-        h = self.embed(tokens) + self.position[: tokens.shape[1]]
-        return self.head(self.norm(self.blocks(h, mask=self.mask, is_causal=True)))
+from torch_tpu.reference_models import Decoder, mlp
 
 
 def decoder_task(quick):
@@ -65,8 +49,7 @@ def mlp_task(quick):
 
     def build(device):
         torch.manual_seed(0)
-        return torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 1024),
-                                   torch.nn.GELU(), torch.nn.Linear(1024, 10)).to(device)
+        return mlp(512, 1024, 10).to(device)
 
     def loss_fn(model, data):
         inputs, labels = data

@@ -4,6 +4,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_tpu
+from torch_tpu.reference_models import Decoder
 
 
 def train_mlp(device, steps=30):
@@ -32,28 +33,14 @@ def test_mlp_trains_like_cpu(mode, no_fallback):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
-class TinyDecoder(torch.nn.Module):
-    def __init__(self, vocab=50, dim=32, heads=4, layers=2, seq=16):
-        super().__init__()
-        self.embed = torch.nn.Embedding(vocab, dim)
-        self.position = torch.nn.Parameter(torch.randn(seq, dim) * 0.02)
-        layer = torch.nn.TransformerEncoderLayer(dim, heads, dim_feedforward=4 * dim, dropout=0.0,
-                                                 activation="gelu", batch_first=True, norm_first=True)
-        self.blocks = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-        self.norm = torch.nn.LayerNorm(dim)
-        self.head = torch.nn.Linear(dim, vocab)
-
-    def forward(self, tokens):
-        seq = tokens.shape[1]
-        mask = torch.nn.Transformer.generate_square_subsequent_mask(seq, device=tokens.device)
-        h = self.embed(tokens) + self.position[:seq]
-        return self.head(self.norm(self.blocks(h, mask=mask, is_causal=True)))
+def tiny_decoder():
+    return Decoder(vocab=50, dim=32, heads=4, layers=2, seq=16)
 
 
 def test_small_transformer_forward_and_backward_match_cpu(mode, no_fallback):
     torch.manual_seed(0)
-    cpu_model = TinyDecoder()
-    tpu_model = TinyDecoder().to("tpu")
+    cpu_model = tiny_decoder()
+    tpu_model = tiny_decoder().to("tpu")
     tpu_model.load_state_dict(cpu_model.state_dict())
     tokens = torch.randint(0, 50, (3, 16), generator=torch.Generator().manual_seed(2))
     results = []
