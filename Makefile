@@ -9,7 +9,6 @@ STAMP := $(VENV)/.deps-installed
 
 $(STAMP): requirements.txt
 	python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	@command -v ccache >/dev/null 2>&1 || (command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
 	  (apt-get install -y -qq ccache >/dev/null 2>&1 || (apt-get update -qq >/dev/null 2>&1 && \
@@ -27,6 +26,8 @@ test: build
 
 bench: build
 	$(PY) benchmarks/dispatch.py
+	$(PY) benchmarks/cache_warmstart.py
+	$(PY) benchmarks/modes.py --quick
 
 clean:
 	rm -rf build torch_tpu/_C*.so
