@@ -32,6 +32,9 @@ def _register():
     from . import tpu as tpu_module
 
     torch._register_device_module("tpu", tpu_module)
+    # torch.tpu is a module, not a package: `import torch.tpu.amp` needs its own entry.
+    import sys
+    sys.modules["torch.tpu.amp"] = tpu_module.amp
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     _C._set_default_mode(mode_from_environment().value)

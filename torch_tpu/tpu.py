@@ -15,6 +15,15 @@ def is_initialized():
     return _C._is_available()
 
 
+def __getattr__(name):
+    # torch.utils.checkpoint (like other torch code written for torch.cuda) reads the module flag
+    # `_initialized` to decide whether to save and restore the device's RNG state; without it,
+    # a checkpointed dropout would draw a different mask when its forward is recomputed.
+    if name == "_initialized":
+        return is_initialized()
+    raise AttributeError(f"module 'torch.tpu' has no attribute {name!r}")
+
+
 def _lazy_init():
     if not _C._is_available():
         raise RuntimeError(_C._unavailable_reason() or "no PJRT plugin found for the tpu device")
@@ -223,3 +232,48 @@ def stream(s):
         yield
     finally:
         set_stream(previous)
+
+
+def memory_summary(device=None, abbreviated=False):
+    """A printable table of memory_stats(), like torch.cuda.memory_summary(). There is no caching
+    allocator, so the table has no per-pool or fragmentation rows and `abbreviated` changes nothing."""
+    index = _index(device)
+    stats = memory_stats(index)
+
+    def size(n):
+        for unit in ("B", "KiB", "MiB", "GiB"):
+            if abs(n) < 1024 or unit == "GiB":
+                return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+            n /= 1024
+
+    limit = stats.get("limit_bytes", 0)
+    rows = [
+        ("Allocated memory (live device buffers)", size(stats["allocated_bytes.all.current"]),
+         size(stats["allocated_bytes.all.peak"])),
+        ("Reserved memory (live tpu storages)", size(stats["reserved_bytes.all.current"]),
+         size(stats["reserved_bytes.all.peak"])),
+        ("Live storages", str(stats.get("allocation.all.current", 0)),
+         f"{stats.get('allocation.all.allocated', 0)} allocated in total"),
+        ("Out-of-memory errors", str(stats.get("num_ooms", 0)), ""),
+        ("Memory limit", size(limit) if limit else "none", ""),
+    ]
+    width = max(len(r[0]) for r in rows)
+    line = "=" * (width + 46)
+    out = [line, f" torch.tpu memory summary, device {index} ({get_device_name(index)})", line,
+           f" {'Metric':<{width}} | {'Current':>14} | Peak / total", "-" * len(line)]
+    out += [f" {name:<{width}} | {cur:>14} | {peak}" for name, cur, peak in rows]
+    out.append(line)
+    return "\n".join(out) + "\n"
+
+
+# Mixed precision. torch.autocast("tpu") asks the device module which dtypes it may use.
+def get_amp_supported_dtype():
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported(including_emulation=True):
+    """Every PJRT platform computes in bfloat16 (TPUs natively; XLA emulates it elsewhere)."""
+    return is_available()
+
+
+from . import amp  # noqa: E402  (torch.tpu.amp, like torch.cuda.amp)
