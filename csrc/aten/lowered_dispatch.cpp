@@ -465,7 +465,23 @@ MetaCache& meta_cache() {
 c10::optional<std::vector<ResultShape>> run_meta(const c10::OperatorHandle& op, const CallBuilder& builder) {
   torch::jit::Stack meta = builder.meta_stack();
   try {
-    op.callBoxed(&meta);
+    // convolution_overrideable has no meta function: aten::convolution's (same arguments), and
+    // convolution_backward's (bias_sizes added), describe the same results.
+    const std::string& op_name = op.schema().name();
+    if (op_name == "aten::convolution_overrideable") {
+      static auto conv = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+      conv.callBoxed(&meta);
+    } else if (op_name == "aten::convolution_backward_overrideable") {
+      static auto conv_backward =
+          c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
+      const at::Tensor& weight = meta[2].toTensor();
+      bool transposed = meta[6].toBool();
+      int64_t channels = transposed ? weight.size(1) * meta[8].toInt() : weight.size(0);
+      meta.insert(meta.begin() + 3, c10::IValue(std::vector<int64_t>{channels}));
+      conv_backward.callBoxed(&meta);
+    } else {
+      op.callBoxed(&meta);
+    }
   } catch (const c10::NotImplementedError&) {
     return c10::nullopt;
   }
@@ -565,6 +581,14 @@ void reset_fallback_counts() {
   std::lock_guard<std::mutex> lock(g_fallback_mutex);
   g_fallback_counts.clear();
   g_warned.clear();
+}
+
+// PyTorch routes convolutions on out-of-tree backends to these two ops, whose
+// CompositeExplicitAutograd kernels only raise; the boxed fallback would never see them.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+  m.impl("convolution_backward_overrideable",
+         torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

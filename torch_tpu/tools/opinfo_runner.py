@@ -1,0 +1,246 @@
+"""Runs PyTorch's OpInfo samples on the tpu device against CPU; shared by the coverage tool and
+tests/test_opinfo.py.
+
+Samples are generated on the CPU and copied to tpu, so both sides see identical data. A sample
+whose CPU reference itself raises is skipped (PyTorch's sample generators occasionally produce
+inputs the CPU kernel rejects on purpose). Results are compared with torch.testing.assert_close
+at PyTorch's default per-dtype tolerances, except for the few ops listed in TOLERANCES.
+"""
+import dataclasses
+import math
+import time
+
+import torch
+
+import torch_tpu
+
+# Ops whose results are random or unspecified (memory left uninitialised): only the dtypes and
+# shapes of the results can be compared with the CPU's.
+METADATA_ONLY = {
+    "bernoulli", "normal", "normal.number_mean", "normal.in_place", "uniform", "multinomial",
+    "cauchy", "exponential", "geometric", "log_normal", "rand_like", "randn_like", "randint",
+    "randint_like", "randn", "rand", "nn.functional.dropout", "nn.functional.dropout2d",
+    "nn.functional.dropout3d", "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout",
+    "nn.functional.feature_alpha_dropout.with_train", "nn.functional.feature_alpha_dropout.without_train",
+    "nn.functional.rrelu", "empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided",
+    "empty_permuted", "torch.empty_permuted", "nn.functional.multi_head_attention_forward",
+    "randint_like", "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d",
+}
+
+# op -> (atol, rtol, why the default tolerance is too tight for a correct result).
+TOLERANCES = {
+}
+
+
+def op_key(op):
+    """The OpInfo's unique name: `name` or `name.variant_test_name`."""
+    return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
+
+
+def load_ops():
+    """(ops, excluded): every OpInfo that supports float32 on CPU and is not a sparse-layout entry;
+    `excluded` maps each other entry to why it is left out."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    ops, excluded = [], {}
+    for op in op_db:
+        key = op_key(op)
+        dtypes = op.supported_dtypes("cpu")
+        if "sparse" in op.name:
+            excluded[key] = "sparse layout"
+        elif torch.float32 not in dtypes:
+            if dtypes and all(d.is_complex for d in dtypes):
+                excluded[key] = "complex only"
+            else:
+                excluded[key] = "no float32 on CPU: " + ",".join(str(d).replace("torch.", "")
+                                                                   for d in sorted(dtypes, key=str))
+        else:
+            ops.append(op)
+    return ops, excluded
+
+
+def _map(value, fn):
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, (list, tuple)):
+        return [_map(v, fn) for v in value] if not isinstance(value, tuple) else \
+            tuple(_map(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: _map(v, fn) for k, v in value.items()}
+    return value
+
+
+def _flatten(value, out):
+    if isinstance(value, torch.Tensor):
+        out.append(value)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _flatten(v, out)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _flatten(v, out)
+    return out
+
+
+def _to_cpu(value):
+    return _map(value, lambda t: t.detach().cpu())
+
+
+def _call(op, sample, inputs):
+    first, args, kwargs = inputs
+    return op.op(first, *args, **kwargs)
+
+
+def _cpu_inputs(sample):
+    return sample.input, tuple(sample.args), dict(sample.kwargs)
+
+
+def _tpu_inputs(sample, memo):
+    """The sample's tensors copied to tpu; one tpu tensor per distinct CPU tensor, keeping
+    requires_grad (the copies are leaves)."""
+    def move(t):
+        if id(t) not in memo:
+            moved = t.detach().to("tpu")
+            if t.requires_grad:
+                moved.requires_grad_(True)
+            memo[id(t)] = (t, moved)
+        return memo[id(t)][1]
+
+    return _map(_cpu_inputs(sample), move)
+
+
+def _compare(op_name, actual, expected, metadata_only=False):
+    if metadata_only:
+        a, e = _flatten(actual, []), _flatten(expected, [])
+        assert len(a) == len(e), f"{len(a)} tensors, expected {len(e)}"
+        for x, y in zip(a, e):
+            assert x.dtype == y.dtype and x.shape == y.shape, \
+                f"{x.dtype}{list(x.shape)} != {y.dtype}{list(y.shape)}"
+        return
+    atol, rtol = TOLERANCES.get(op_name, (None, None, ""))[:2]
+    torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol, equal_nan=True)
+
+
+def _first_line(error):
+    text = f"{type(error).__name__}: {error}".strip()
+    line = text.splitlines()[0] if text else type(error).__name__
+    return line[:200]
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What running some samples of one op in one direction found."""
+    total: int = 0
+    passed: int = 0
+    skipped: int = 0            # the CPU reference itself raised
+    failures: list = dataclasses.field(default_factory=list)  # first lines of the errors
+    fallbacks: dict = dataclasses.field(default_factory=dict)  # aten op -> CPU-fallback calls
+
+    @property
+    def ok(self):
+        return self.total > 0 and self.passed == self.total
+
+    def add_fallbacks(self, counts):
+        for k, v in counts.items():
+            self.fallbacks[k] = self.fallbacks.get(k, 0) + v
+
+
+def _samples(op, dtype, requires_grad, max_samples):
+    torch.manual_seed(0)
+    samples = op.sample_inputs("cpu", dtype, requires_grad=requires_grad)
+    for i, sample in enumerate(samples):
+        if max_samples is not None and i >= max_samples:
+            break
+        yield sample
+
+
+def run_forward(op, dtype, max_samples=None):
+    """Runs op's samples for `dtype` on CPU and tpu and compares the results."""
+    key = op_key(op)
+    outcome = Outcome()
+    for sample in _samples(op, dtype, False, max_samples):
+        try:
+            expected = _call(op, sample, _cpu_inputs(sample))
+        except Exception:
+            outcome.skipped += 1
+            continue
+        outcome.total += 1
+        try:
+            inputs = _tpu_inputs(sample, {})
+            torch_tpu.reset_fallback_counts()
+            try:
+                actual = _call(op, sample, inputs)
+            finally:
+                outcome.add_fallbacks(torch_tpu.fallback_counts())
+            _compare(key, _to_cpu(actual), _to_cpu(expected), key in METADATA_ONLY)
+            outcome.passed += 1
+        except Exception as error:  # noqa: BLE001 - every failure is reported, none is fatal
+            outcome.failures.append(_first_line(error))
+    return outcome
+
+
+def _grads(op, sample, inputs, seed_gen, seeds=None):
+    """(gradients of the sample's requires-grad tensors, the seeds used); None when the sample
+    has no differentiable output."""
+    out = sample.output_process_fn_grad(_call(op, sample, inputs))
+    outs = [t for t in _flatten(out, []) if t.requires_grad and t.dtype.is_floating_point]
+    leaves = [t for t in _flatten(inputs, []) if t.requires_grad]
+    if not outs or not leaves:
+        return None, None
+    if seeds is None:
+        seeds = [torch.randn(o.shape, generator=seed_gen, dtype=o.dtype) for o in outs]
+    device_seeds = [s.to(o.device) for s, o in zip(seeds, outs)]
+    grads = torch.autograd.grad(outs, leaves, device_seeds, allow_unused=True)
+    grads = [torch.zeros_like(leaf) if g is None else g for g, leaf in zip(grads, leaves)]
+    return grads, seeds
+
+
+def run_backward(op, dtype, max_samples=None):
+    """Compares the gradients of op's samples on tpu with CPU's, for output seeds drawn from a
+    fixed generator."""
+    key = op_key(op)
+    outcome = Outcome()
+    for sample in _samples(op, dtype, True, max_samples):
+        gen = torch.Generator().manual_seed(0)
+        try:
+            expected, seeds = _grads(op, sample, _cpu_inputs(sample), gen)
+        except Exception:
+            outcome.skipped += 1
+            continue
+        if expected is None:
+            continue
+        outcome.total += 1
+        try:
+            memo = {}
+            inputs = _tpu_inputs(sample, memo)
+            torch_tpu.reset_fallback_counts()
+            try:
+                actual, _ = _grads(op, sample, inputs, gen, seeds)
+            finally:
+                outcome.add_fallbacks(torch_tpu.fallback_counts())
+            assert actual is not None, "no differentiable tpu output"
+            _compare(key, _to_cpu(actual), [g.detach() for g in expected])
+            outcome.passed += 1
+        except Exception as error:  # noqa: BLE001
+            outcome.failures.append(_first_line(error))
+    return outcome
+
+
+def supports_backward(op, dtype=torch.float32):
+    return op.supports_autograd and dtype in op.supported_backward_dtypes("cpu")
+
+
+def is_core(key):
+    return not key.startswith(("linalg.", "fft.", "special."))
+
+
+def elapsed(start):
+    return round(time.monotonic() - start, 2)
+
+
+def fmt_fallbacks(fallbacks):
+    return ", ".join(f"{k}×{v}" for k, v in sorted(fallbacks.items(), key=lambda kv: -kv[1]))
+
+
+def nan_safe(x):
+    return None if isinstance(x, float) and math.isnan(x) else x
