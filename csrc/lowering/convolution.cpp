@@ -5,6 +5,7 @@
 // stablehlo.pad first: pad accepts negative edges (cropping), which the gradient formulas need
 // when a stride leaves trailing input elements unused, and every convolution then has a plain,
 // unpadded window.
+#include <algorithm>
 #include <string>
 
 #include "lowering/helpers.h"
@@ -208,7 +209,12 @@ std::vector<Value> lower_convolution_backward(Context& ctx) {
   if (mask.at(0)) {
     Value grad;
     if (p.transposed) {
+      // With output_padding >= stride, the regular convolution of dy has windows past the
+      // input's end (over output padding no input reached): they are not gradients of anything.
       grad = regular(b, dy, w, p);
+      Dims limit = b.dims(grad);
+      for (size_t i = 0; i < spatial; ++i) limit[i + 2] = std::min(limit[i + 2], in[i]);
+      grad = b.slice(grad, Dims(limit.size(), 0), limit, Dims(limit.size(), 1));
     } else {
       // The transposed convolution whose output_padding restores the inputs no window reached.
       ConvParams q = p;
