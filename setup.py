@@ -40,7 +40,9 @@ class CMakeBuild(build_ext):
         if not os.path.exists(os.path.join(build_dir, "CMakeCache.txt")):
             subprocess.check_call(configure)
         jobs = os.environ.get("TORCH_TPU_BUILD_JOBS", str(os.cpu_count() or 2))
-        subprocess.check_call(["cmake", "--build", build_dir, "--target", "_C", "core_tests", "-j", jobs])
+        # Paths relative to the checkout, so ccache hits across clones (CI builds a fresh one).
+        env = dict(os.environ, CCACHE_BASEDIR=ROOT, CCACHE_NOHASHDIR="1")
+        subprocess.check_call(["cmake", "--build", build_dir, "--target", "_C", "core_tests", "-j", jobs], env=env)
         target = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         shutil.copyfile(os.path.join(build_dir, "_C.so"), target)
