@@ -196,10 +196,6 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, std::move(storage), 0, {0}, {1});
 }
 
-at::Tensor contiguous_strides_view(const at::Tensor& like) {
-  return at::empty(like.sizes(), like.options());
-}
-
 // CPU -> tpu: upload the source as it is, then convert and lay it out on the device.
 void upload(const at::Tensor& src, const at::Tensor& dst) {
   at::Tensor host = src.expand(dst.sizes()).contiguous();

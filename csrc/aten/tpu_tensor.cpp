@@ -35,17 +35,6 @@ DType to_dtype(at::ScalarType type) {
   TORCH_CHECK_TYPE(false, "the tpu device does not support dtype ", type);
 }
 
-bool has_dtype(at::ScalarType type) {
-  switch (type) {
-    case at::kBool: case at::kChar: case at::kShort: case at::kInt: case at::kLong: case at::kByte:
-    case at::kUInt16: case at::kUInt32: case at::kUInt64: case at::kHalf: case at::kBFloat16:
-    case at::kFloat: case at::kDouble: case at::kComplexFloat: case at::kComplexDouble:
-      return true;
-    default:
-      return false;
-  }
-}
-
 at::ScalarType to_scalar_type(DType dtype) {
   switch (dtype) {
     case DType::Bool: return at::kBool;

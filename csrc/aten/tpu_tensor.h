@@ -10,7 +10,6 @@
 namespace tpu::aten {
 
 DType to_dtype(at::ScalarType type);  // throws TypeError-like c10::Error for unsupported types
-bool has_dtype(at::ScalarType type);
 at::ScalarType to_scalar_type(DType dtype);
 
 // The device value behind a tensor's storage.

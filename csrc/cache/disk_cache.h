@@ -17,7 +17,8 @@ namespace tpu::cache {
 
 struct Program;
 
-// Torch-free code cannot raise Python warnings itself; the bindings install a handler.
+// Torch-free code cannot raise Python warnings itself; the bindings install a handler. The
+// cache and the executor both warn through here.
 using WarningHandler = void (*)(const std::string& message);
 void set_warning_handler(WarningHandler handler);
 void warn(const std::string& message);

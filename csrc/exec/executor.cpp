@@ -12,6 +12,7 @@
 #include <tuple>
 #include <unordered_set>
 
+#include "cache/disk_cache.h"
 #include "cache/program_cache.h"
 #include "exec/device_queue.h"
 #include "exec/program_builder.h"
@@ -263,12 +264,10 @@ void record_locked(OpCall&& call) {
 
 bool pending_locked(const Storage& s) { return !g_graph.calls.empty() && s.graph_epoch == g_graph.epoch; }
 
-std::function<void(const std::string&)> g_warning_handler;
-
 void warn_if_site_keeps_compiling(const std::string& site) {
   constexpr int kTolerated = 8;
-  if (++g_compiles_by_site[site] != kTolerated + 1 || !g_warning_handler) return;
-  g_warning_handler("tpu: the fused graph ending at " + site + " has been compiled " +
+  if (++g_compiles_by_site[site] != kTolerated + 1) return;
+  cache::warn("tpu: the fused graph ending at " + site + " has been compiled " +
                     std::to_string(kTolerated + 1) +
                     " times: something in it changes every time (a shape, a dtype, a Python "
                     "number used as a shape, or where the graph is cut). Each change costs a "
@@ -287,7 +286,6 @@ void set_mode(Mode mode) { t_mode = mode; }
 void set_default_mode(Mode mode) { g_default_mode = mode; }
 
 void set_location_provider(LocationProvider provider) { g_location = provider; }
-void set_warning_handler(std::function<void(const std::string&)> handler) { g_warning_handler = std::move(handler); }
 void set_max_pending_ops(int64_t ops) { g_max_pending = ops > 0 ? ops : 1; }
 
 void run(OpCall call) {

@@ -81,9 +81,6 @@ struct OpCall {
 // Python bindings; the executor only calls it when it is about to raise.
 using LocationProvider = std::string (*)();
 void set_location_provider(LocationProvider provider);
-// Receives warnings (a fused graph that keeps recompiling); the Python bindings turn them into
-// Python warnings.
-void set_warning_handler(std::function<void(const std::string&)> handler);
 
 // Raised for errors in a program's compilation or execution, naming the op (and, for ops recorded
 // in defer-and-fuse, the user's line; the ATen layer adds the line in the other modes).

@@ -90,9 +90,6 @@ py::dict memory_stats(int device) {
 PYBIND11_MODULE(_C, m) {
   tpu::aten::register_hooks();
   tpu::exec::set_location_provider(&python_location);
-  // TORCH_WARN, not PyErr_WarnEx: the executor warns while holding its lock, and taking the GIL
-  // there could deadlock with a Python thread waiting for that lock.
-  tpu::exec::set_warning_handler([](const std::string& message) { TORCH_WARN(message); });
 
   m.def("_set_plugin_candidates", [](const std::vector<std::pair<std::string, std::string>>& candidates) {
     std::vector<tpu::runtime::PluginCandidate> list;

@@ -20,6 +20,8 @@ namespace {
 // TORCH_WARN, not PyErr_WarnEx: the cache warns from inside ops, possibly under the executor's
 // lock, and taking the GIL there could deadlock with a Python thread waiting for that lock.
 // PyTorch's bindings (and the autograd engine) hand the warning to Python when the op returns.
+// TORCH_WARN, not PyErr_WarnEx: the cache and the executor warn while holding their locks, and
+// taking the GIL there could deadlock with a Python thread waiting for those locks.
 void warn_through_torch(const std::string& message) { TORCH_WARN(message); }
 
 py::object directory_or_none(const std::string& directory) {
