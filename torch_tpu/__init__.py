@@ -88,3 +88,8 @@ _register()
 
 # Re-exported for `torch_tpu.is_available()` style use.
 from .tpu import device_count, is_available, platform, synchronize  # noqa: E402
+
+# Tied parameters stay tied through model.to("tpu"), as they do through model.to("cuda").
+from . import _module_ties  # noqa: E402
+
+_module_ties.install()
