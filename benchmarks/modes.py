@@ -2,14 +2,15 @@
 
 Trains, on the same seed, (a) a GPT-style decoder (4 layers, d_model 256, 4 heads, seq 128,
 batch 8, AdamW) and (b) a 3-layer MLP, for a fixed number of steps after warm-up, in debug,
-strict and defer_and_fuse on the tpu device, and in PyTorch's CPU eager for reference. Each
+strict and defer_and_fuse on the tpu device, compiled with torch.compile(backend="tpu"), and for
+reference on the same CPU in PyTorch's eager and with torch.compile's default backend (inductor). Each
 step ends with loss.item(), as a training loop that logs its loss does.
 
     python benchmarks/modes.py [--quick] [--steps N] [--warmup N]
 
 The last line is JSON with, per model and mode, steps/s, peak device bytes, compiles after
-warm-up and the final loss, plus fused_over_strict (decoder steps/s ratio), fused_over_cpu_eager
-(decoder) and fused_peak_over_strict_peak (decoder).
+warm-up and the final loss, plus fused_over_strict (decoder steps/s ratio), fused_over_cpu_eager,
+compiled_over_strict, compiled_over_inductor_cpu and fused_peak_over_strict_peak (all decoder).
 """
 import argparse
 import contextlib
@@ -67,6 +68,13 @@ def to_device(data, device):
 def measure(task, device, mode, warmup, steps):
     build, loss_fn, data = task
     model = build(device)
+    if mode == "compiled":
+        # The model's forward and backward become whole-graph programs; the optimizer step stays
+        # eager, in defer_and_fuse, as a script that compiles only its model would run it.
+        model = torch.compile(model, backend="tpu")
+        mode = "defer_and_fuse"
+    elif mode == "inductor_cpu":
+        model = torch.compile(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     data = to_device(data, device)
 
@@ -99,34 +107,58 @@ def measure(task, device, mode, warmup, steps):
     return result
 
 
+MODES = ("debug", "strict", "defer_and_fuse", "compiled", "cpu_eager", "inductor_cpu")
+
+
+def ratio(results, numerator, denominator):
+    """steps/s of one mode over another's, when both ran."""
+    if numerator in results and denominator in results:
+        return round(results[numerator]["steps_per_s"] / results[denominator]["steps_per_s"], 3)
+    return None
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller decoder and fewer steps (< 2 min)")
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--warmup", type=int, default=None)
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of " + ",".join(MODES))
+    parser.add_argument("--models", default="decoder,mlp")
     args = parser.parse_args()
     steps = args.steps or (3 if args.quick else 10)
     warmup = args.warmup or 3  # the first two steps differ: optimizer state appears in the first
 
     results = {}
-    for name, task in (("decoder", decoder_task(args.quick)), ("mlp", mlp_task(args.quick))):
+    tasks = {"decoder": decoder_task, "mlp": mlp_task}
+    for name in args.models.split(","):
+        task = tasks[name](args.quick)
         results[name] = {}
-        for mode in ("debug", "strict", "defer_and_fuse", "cpu_eager"):
-            device = "cpu" if mode == "cpu_eager" else "tpu"
+        for mode in args.modes.split(","):
+            device = "cpu" if mode in ("cpu_eager", "inductor_cpu") else "tpu"
             run_steps = max(1, steps // 2) if mode == "debug" else steps
             results[name][mode] = measure(task, device, mode, warmup, run_steps)
             print(f"{name:8s} {mode:15s} {json.dumps(results[name][mode])}", flush=True)
 
-    decoder = results["decoder"]
+    decoder = results.get("decoder", {})
+
+    def same_loss(a, b):
+        if a in decoder and b in decoder:
+            return math.isclose(decoder[a]["final_loss"], decoder[b]["final_loss"], rel_tol=1e-3)
+        return None
+
+    peak = None
+    if "defer_and_fuse" in decoder and "strict" in decoder:
+        peak = round(decoder["defer_and_fuse"]["peak_device_bytes"] / max(1, decoder["strict"]["peak_device_bytes"]), 3)
     summary = {
         "quick": args.quick,
         "platform": torch.tpu.platform(),
-        "fused_over_strict": round(decoder["defer_and_fuse"]["steps_per_s"] / decoder["strict"]["steps_per_s"], 3),
-        "fused_over_cpu_eager": round(decoder["defer_and_fuse"]["steps_per_s"] / decoder["cpu_eager"]["steps_per_s"], 3),
-        "fused_peak_over_strict_peak": round(
-            decoder["defer_and_fuse"]["peak_device_bytes"] / max(1, decoder["strict"]["peak_device_bytes"]), 3),
-        "fused_loss_matches_strict": math.isclose(decoder["defer_and_fuse"]["final_loss"],
-                                                  decoder["strict"]["final_loss"], rel_tol=1e-3),
+        "fused_over_strict": ratio(decoder, "defer_and_fuse", "strict"),
+        "fused_over_cpu_eager": ratio(decoder, "defer_and_fuse", "cpu_eager"),
+        "compiled_over_strict": ratio(decoder, "compiled", "strict"),
+        "compiled_over_inductor_cpu": ratio(decoder, "compiled", "inductor_cpu"),
+        "fused_peak_over_strict_peak": peak,
+        "fused_loss_matches_strict": same_loss("defer_and_fuse", "strict"),
+        "compiled_loss_matches_cpu_eager": same_loss("compiled", "cpu_eager"),
         "results": results,
     }
     print(json.dumps(summary))

@@ -13,6 +13,8 @@ def _autoload():
     looks this name up on the still partially initialised torch_tpu module."""
 
 
+import sys  # noqa: E402
+
 import torch  # noqa: E402
 
 from . import _C, _plugins  # noqa: E402
@@ -33,12 +35,17 @@ def _register():
 
     torch._register_device_module("tpu", tpu_module)
     # torch.tpu is a module, not a package: `import torch.tpu.amp` needs its own entry.
-    import sys
     sys.modules["torch.tpu.amp"] = tpu_module.amp
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     _C._set_default_mode(mode_from_environment().value)
     propagate_mode_into_backward()
+    # torch.compile: "tpu" reaches Dynamo through the torch_dynamo_backends entry point (importing
+    # torch._dynamo here would cost every user a second); plain torch.compile routes tpu graphs.
+    from . import dynamo_backend
+    dynamo_backend._route_default_backend()
+    if "torch._dynamo" in sys.modules:
+        dynamo_backend.register()
 
 
 def fallback_counts():
@@ -63,12 +70,20 @@ def set_fallback_error(enabled):
 
 def metrics():
     """Counters of the executor and the program cache: ops, cache_hits, cache_misses, compiles,
-    compile_seconds, executions, cache_entries."""
-    return dict(_C._metrics())
+    compile_seconds, executions, cache_entries; and of torch.compile(backend="tpu"):
+    compiled_graphs (FX graphs handed to the backend: forward, backward and inference graphs
+    count separately), compiled_graph_calls, compiled_graph_shape_overflows."""
+    from . import dynamo_backend
+    values = dict(_C._metrics())
+    values.update({"compiled_" + k.replace("graphs_compiled", "graphs"): v
+                   for k, v in dynamo_backend.counters().items()})
+    return values
 
 
 def reset_metrics():
+    from . import dynamo_backend
     _C._reset_metrics()
+    dynamo_backend.reset_counters()
 
 
 def cache_stats():

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "cache/disk_cache.h"
@@ -30,7 +31,7 @@ std::atomic<int> g_backward_mode{-1};
 LocationProvider g_location = nullptr;
 
 struct AtomicCounters {
-  std::atomic<int64_t> ops{0}, hits{0}, misses{0}, executions{0}, flushes{0}, outputs{0};
+  std::atomic<int64_t> ops{0}, hits{0}, misses{0}, executions{0}, flushes{0}, outputs{0}, replays{0};
   std::atomic<int64_t> compile_us{0};
 } g_counters;
 
@@ -135,10 +136,9 @@ runtime::BufferPtr number_buffer(const RuntimeNumber& number, int device) {
   return buffer;
 }
 
-// Finds or builds the program for `calls` (whose storages are in `storages`, keyed by `key`),
-// runs it and installs its results. Dead storages never become results.
-void launch(std::string& key, const std::vector<OpCall>& calls, const StorageSet& storages, int device,
-            bool wait) {
+// Finds or builds the program for `calls` (whose storages are in `storages`, keyed by `key`).
+// Dead storages never become results.
+cache::ProgramPtr find_or_build(std::string& key, const std::vector<OpCall>& calls, const StorageSet& storages) {
   auto keep = [](const Storage& s) { return s.alive.load(); };
   key.push_back('#');
   for (const Storage* s : storages.items()) key.push_back(s->alive ? '1' : '0');
@@ -147,38 +147,52 @@ void launch(std::string& key, const std::vector<OpCall>& calls, const StorageSet
   cache::ProgramPtr program = cache.find(key);
   if (program) {
     ++g_counters.hits;
-  } else {
-    ++g_counters.misses;
-    ProgramBuilder builder(storages);
-    for (const OpCall& call : calls) builder.lower(call);
-    auto built = std::make_shared<cache::Program>(builder.finish(keep));
-    built->executable = compile(builder.text(), calls, storages);
-    program = built;
-    cache.insert(key, program);
+    return program;
   }
+  ++g_counters.misses;
+  ProgramBuilder builder(storages);
+  for (const OpCall& call : calls) builder.lower(call);
+  auto built = std::make_shared<cache::Program>(builder.finish(keep));
+  built->executable = compile(builder.text(), calls, storages);
+  cache.insert(key, built);
+  return built;
+}
 
-  auto& client = runtime::Client::get();
-  std::vector<const RuntimeNumber*> numbers;
-  std::vector<const OpCall*> random_calls;
-  for (const OpCall& call : calls) {
-    for (const auto& number : call.numbers) numbers.push_back(&number);
-    if (call.lowering->random) random_calls.push_back(&call);
+// What a program's arguments come from besides storages: the calls' runtime numbers in order,
+// and the (seed, offset) of each random call.
+struct RuntimeArguments {
+  std::vector<RuntimeNumber> numbers;
+  std::vector<std::pair<uint64_t, uint64_t>> rng_states;
+
+  explicit RuntimeArguments(std::vector<RuntimeNumber> values) : numbers(std::move(values)) {}
+  explicit RuntimeArguments(const std::vector<OpCall>& calls) {
+    for (const OpCall& call : calls) {
+      numbers.insert(numbers.end(), call.numbers.begin(), call.numbers.end());
+      if (call.lowering->random) rng_states.emplace_back(call.seed, call.offset);
+    }
   }
+};
+
+// Runs `program` with its storage parameters and results taken from `storages` (indexed like the
+// program's storage set) and installs the results. `blame` names the op in error messages.
+void execute(const cache::Program& program, const std::vector<Storage*>& storages, const RuntimeArguments& runtime,
+             int device, bool wait, const std::string& blame) {
+  auto& client = runtime::Client::get();
   std::vector<runtime::BufferPtr> keep_alive;
   std::vector<const runtime::Buffer*> arguments;
-  arguments.reserve(program->parameters.size());
-  for (const auto& parameter : program->parameters) {
+  arguments.reserve(program.parameters.size());
+  for (const auto& parameter : program.parameters) {
     switch (parameter.source) {
       case cache::Program::Parameter::Source::Storage:
-        arguments.push_back(storages.items()[parameter.index]->buffer.get());
+        arguments.push_back(storages[parameter.index]->buffer.get());
         break;
       case cache::Program::Parameter::Source::Number:
-        keep_alive.push_back(number_buffer(*numbers[parameter.index], device));
+        keep_alive.push_back(number_buffer(runtime.numbers[parameter.index], device));
         arguments.push_back(keep_alive.back().get());
         break;
       case cache::Program::Parameter::Source::RngState: {
-        const OpCall* call = random_calls[parameter.index];
-        uint64_t state[2] = {call->seed, call->offset};
+        const auto& rng = runtime.rng_states[parameter.index];
+        uint64_t state[2] = {rng.first, rng.second};
         keep_alive.push_back(client.from_host(state, {DType::U64, {2}}, device));
         arguments.push_back(keep_alive.back().get());
         break;
@@ -188,30 +202,67 @@ void launch(std::string& key, const std::vector<OpCall>& calls, const StorageSet
 
   runtime::ExecuteResult result;
   try {
-    result = client.execute(*program->executable, device, arguments, program->output_types);
+    result = client.execute(*program.executable, device, arguments, program.output_types);
   } catch (const runtime::PjrtError& e) {
-    throw OpError(describe(calls.back()) + " failed to launch" + at_location(calls.back().location) + ": " +
-                      e.what(),
-                  e.out_of_memory());
+    throw OpError(blame + " failed to launch: " + e.what(), e.out_of_memory());
   }
   ++g_counters.executions;
   g_counters.outputs += static_cast<int64_t>(result.outputs.size());
   for (size_t i = 0; i < result.outputs.size(); ++i) {
-    Storage* s = storages.items()[program->output_storages[i]];
+    Storage* s = storages[program.output_storages[i]];
     s->buffer = result.outputs[i];
-    s->dtype = program->output_dtypes[i];
+    s->dtype = program.output_dtypes[i];
   }
   if (wait) {
     try {
       client.wait(result.done);
     } catch (const runtime::PjrtError& e) {
-      throw OpError(describe(calls.back()) + " failed on the device" + at_location(calls.back().location) +
-                        ": " + e.what(),
-                    e.out_of_memory());
+      throw OpError(blame + " failed on the device: " + e.what(), e.out_of_memory());
     }
   } else {
     track(device, result.done);
   }
+}
+
+std::string blame(const OpCall& call) { return describe(call) + at_location(call.location); }
+
+cache::ProgramPtr launch(std::string& key, const std::vector<OpCall>& calls, const StorageSet& storages, int device,
+                         bool wait) {
+  cache::ProgramPtr program = find_or_build(key, calls, storages);
+  execute(*program, storages.items(), RuntimeArguments(calls), device, wait, blame(calls.back()));
+  return program;
+}
+
+// The graph torch.compile is capturing on this thread (see begin_capture).
+struct CaptureState {
+  bool active = false;
+  int64_t flushes_at_begin = 0;
+  bool flushed_here = false;
+  std::shared_ptr<Capture> result;
+};
+thread_local CaptureState t_capture;
+
+// Called before the graph's launch, while the storages still hold the state it was built for.
+std::shared_ptr<Capture> make_capture(const std::vector<OpCall>& calls, const StorageSet& storages, int device) {
+  auto capture = std::make_shared<Capture>();
+  RuntimeArguments runtime(calls);
+  if (!runtime.rng_states.empty()) return nullptr;  // each run must draw new random numbers
+  // The set holds raw pointers; the calls hold the owning references.
+  std::unordered_map<const Storage*, StoragePtr> owners;
+  for (const OpCall& call : calls) {
+    for (const auto& view : call.inputs) owners.emplace(view.storage.get(), view.storage);
+    for (const auto& view : call.destinations) {
+      if (view.storage) owners.emplace(view.storage.get(), view.storage);
+    }
+  }
+  for (const Storage* s : storages.items()) {
+    capture->storages.push_back(owners.at(s));
+    capture->states.push_back({s->buffer != nullptr, s->dtype, s->nbytes});
+  }
+  capture->numbers = std::move(runtime.numbers);
+  capture->device = device;
+  capture->blame = blame(calls.back());
+  return capture;
 }
 
 void warn_if_site_keeps_compiling(const std::string& site);
@@ -228,8 +279,17 @@ void flush_locked(const char* reason) {
   int device = g_graph.device;
   g_graph = PendingGraph{};
   int64_t misses = g_counters.misses;
-  launch(key, calls, *storages, device, /*wait=*/false);
+  std::shared_ptr<Capture> capture;
+  if (t_capture.active && !t_capture.flushed_here) {
+    t_capture.flushed_here = true;
+    capture = make_capture(calls, *storages, device);
+  }
+  cache::ProgramPtr program = launch(key, calls, *storages, device, /*wait=*/false);
   if (g_counters.misses != misses && !site.empty()) warn_if_site_keeps_compiling(site);
+  if (capture) {
+    capture->program = program;
+    t_capture.result = std::move(capture);
+  }
 }
 
 void record_locked(OpCall&& call) {
@@ -395,6 +455,51 @@ bool idle(int device) {
   return device_idle(device);
 }
 
+void begin_capture() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  flush_locked("graph capture");
+  t_capture = CaptureState{};
+  t_capture.active = true;
+  t_capture.flushes_at_begin = g_counters.flushes;
+}
+
+std::shared_ptr<Capture> end_capture() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  flush_locked("graph capture");
+  CaptureState state = std::move(t_capture);
+  t_capture = CaptureState{};
+  // Exactly one graph, flushed by this thread: anything else (a fallback op, the pending-op
+  // bound, another thread's flush) split it, and no single program replays it.
+  if (!state.active || g_counters.flushes != state.flushes_at_begin + 1) return nullptr;
+  return state.result;
+}
+
+bool replay(const Capture& capture, const std::vector<StoragePtr>& storages) {
+  if (storages.size() != capture.storages.size()) return false;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  flush_locked("graph replay");
+  std::vector<Storage*> targets;
+  targets.reserve(storages.size());
+  for (size_t i = 0; i < storages.size(); ++i) {
+    Storage* s = storages[i].get();
+    const Capture::StorageState& state = capture.states[i];
+    if (s == nullptr) {
+      if (state.had_buffer) return false;
+    } else if ((s->buffer != nullptr) != state.had_buffer || s->nbytes != state.nbytes ||
+               (state.had_buffer && s->dtype != state.dtype) || s->device != capture.device) {
+      return false;
+    }
+    targets.push_back(s);
+  }
+  for (int32_t index : capture.program->output_storages) {
+    if (targets[index] == nullptr) return false;
+  }
+  ++g_counters.replays;
+  RuntimeArguments runtime(capture.numbers);
+  execute(*capture.program, targets, runtime, capture.device, current_mode() == Mode::Debug, capture.blame);
+  return true;
+}
+
 Counters counters() {
   Counters c;
   c.ops = g_counters.ops;
@@ -404,6 +509,7 @@ Counters counters() {
   c.executions = g_counters.executions;
   c.program_outputs = g_counters.outputs;
   c.flushes = g_counters.flushes;
+  c.replays = g_counters.replays;
   std::lock_guard<std::mutex> lock(g_mutex);
   c.flush_reasons = g_flush_reasons;
   return c;
@@ -417,6 +523,7 @@ void reset_counters() {
   g_counters.executions = 0;
   g_counters.outputs = 0;
   g_counters.flushes = 0;
+  g_counters.replays = 0;
   std::lock_guard<std::mutex> lock(g_mutex);
   g_flush_reasons.clear();
 }

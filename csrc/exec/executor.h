@@ -20,6 +20,10 @@
 #include "lowering/view_access.h"
 #include "runtime/runtime.h"
 
+namespace tpu::cache {
+struct Program;
+}
+
 namespace tpu::exec {
 
 enum class Mode : uint8_t { Debug = 0, Strict = 1, Fused = 2 };
@@ -119,6 +123,32 @@ class Marker;
 std::shared_ptr<Marker> record_marker(int device, bool timing);
 bool idle(int device);
 
+// A fused graph kept for replay without recording: torch.compile runs a graph once through the
+// recording path (begin_capture, its ops, end_capture), then runs the same program on the
+// storages of later calls' arguments. Graphs with random ops are not captured (every run must
+// draw new numbers), nor graphs that were split by a sync point.
+struct Capture {
+  struct StorageState {
+    bool had_buffer;
+    DType dtype;
+    int64_t nbytes;
+  };
+  std::shared_ptr<const cache::Program> program;
+  std::vector<StoragePtr> storages;   // the program's storage set at capture, in order
+  std::vector<StorageState> states;   // what the program was built for, per storage
+  std::vector<RuntimeNumber> numbers;  // fixed by the graph: its scalars are its own constants
+  int device = 0;
+  std::string blame;  // the graph's last op, for error messages
+};
+// Flushes, then captures the next graph this thread records.
+void begin_capture();
+// Flushes; the captured graph, or null when it cannot be replayed.
+std::shared_ptr<Capture> end_capture();
+// Runs the captured program with `storages[i]` in place of `capture.storages[i]` (null for a
+// storage the program neither reads nor writes). False, having run nothing, when a storage's
+// state differs from what the program was built for; the caller records the graph instead.
+bool replay(const Capture& capture, const std::vector<StoragePtr>& storages);
+
 struct Counters {
   int64_t ops = 0;
   int64_t cache_hits = 0;
@@ -127,6 +157,7 @@ struct Counters {
   int64_t executions = 0;
   int64_t flushes = 0;  // defer-and-fuse graphs run
   int64_t program_outputs = 0;  // storages materialised by programs
+  int64_t replays = 0;          // captured graphs run again without recording
   std::map<std::string, int64_t> flush_reasons;
 };
 Counters counters();

@@ -16,6 +16,7 @@ void register_hooks();
 }
 namespace tpu::python {
 void register_cache_bindings(py::module& m);
+void register_compile_bindings(py::module& m);
 }
 
 namespace {
@@ -57,6 +58,7 @@ py::dict metrics() {
   py::dict d;
   d["ops"] = c.ops;
   d["cache_hits"] = c.cache_hits;
+  d["graph_replays"] = c.replays;
   d["cache_misses"] = c.cache_misses;
   d["compiles"] = c.cache_misses;
   d["compile_seconds"] = c.compile_seconds;
@@ -148,4 +150,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("_seed_all", [](uint64_t seed) { tpu::aten::seed_all(seed); });
   m.def("_lowered_ops", [] { return tpu::lowering::lowered_op_names(); });
   tpu::python::register_cache_bindings(m);
+  tpu::python::register_compile_bindings(m);
 }

@@ -1,0 +1,257 @@
+"""torch.compile(backend="tpu"): Dynamo's FX graphs run as whole XLA programs.
+
+AOTAutograd, with PyTorch's core ATen decompositions, turns each Dynamo graph into a functional
+forward graph and a backward graph. Each graph is then executed by replaying its ATen calls
+through the tpu device's own kernels in defer-and-fuse mode and flushing once: the calls are
+recorded, never run one by one, and the flush lowers them through the same lowering registry as
+every eager path into ONE program, found in (or added to) the same compilation cache. Eager and
+compiled therefore agree by construction, and a graph the cache has seen costs no compile, in
+this process or the next.
+
+Shapes: every concrete input shape of a graph is its own XLA program (XLA compiles static
+shapes). A graph Dynamo traced with symbolic sizes (dynamic=True, mark_dynamic, or Dynamo's
+automatic dynamic shapes) compiles at most `max_shapes_per_graph` whole-graph programs (default
+8, option or TORCH_TPU_MAX_SHAPES_PER_GRAPH); further shapes run op by op in strict mode, whose
+per-op programs are small and shared by every shape-polymorphic caller. Recompilation stays
+bounded; the switch is warned once per graph.
+"""
+import itertools
+import os
+import re
+import threading
+import warnings
+
+import torch
+
+from . import _C
+from ._modes import EagerMode
+
+BACKEND_NAME = "tpu"
+
+# Options torch.compile(..., options={...}) understands for this backend; others warn.
+KNOWN_OPTIONS = {
+    "max_shapes_per_graph": "whole-graph programs per graph traced with symbolic shapes",
+}
+# torch.compile's modes are about CUDA graphs and autotuning, which XLA does itself.
+KNOWN_MODES = {"default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"}
+
+_counters_lock = threading.Lock()
+_counters = {"graphs_compiled": 0, "graph_calls": 0, "graph_shape_overflows": 0}
+_graph_ids = itertools.count()
+
+
+def counters():
+    with _counters_lock:
+        return dict(_counters)
+
+
+def reset_counters():
+    with _counters_lock:
+        for name in _counters:
+            _counters[name] = 0
+
+
+def _count(name, amount=1):
+    with _counters_lock:
+        _counters[name] += amount
+
+
+def _default_max_shapes():
+    value = os.environ.get("TORCH_TPU_MAX_SHAPES_PER_GRAPH", "")
+    return int(value) if value.strip().isdigit() and int(value) > 0 else 8
+
+
+class CompileError(RuntimeError):
+    """A compiled graph's node could not be lowered or its program could not be compiled."""
+
+
+# The location the executor records for an op is the innermost frame outside torch: for a
+# replayed graph that is the GraphModule's generated code, "<eval_with_key>.N:LINE".
+_GENERATED_LINE = re.compile(r"(<eval_with_key>\.\d+):(\d+)")
+
+
+def _failing_node(graph_module, message):
+    """The FX node whose generated line `message` names, or None."""
+    match = _GENERATED_LINE.search(message)
+    if match is None:
+        return None
+    line = int(match.group(2))
+    import linecache
+    source = linecache.getline(match.group(1), line).strip()
+    assigned = source.split("=", 1)[0].strip() if "=" in source else None
+    for node in graph_module.graph.nodes:
+        if node.name == assigned:
+            return node
+    return None
+
+
+def _describe_failure(graph_module, graph_name, error):
+    message = str(error)
+    node = _failing_node(graph_module, message)
+    where = f"FX node '{node.name}' ({node.target})" if node is not None else "a node"
+    return CompileError(
+        f"torch.compile(backend='tpu'): {where} of {graph_name} could not be lowered or compiled: "
+        f"{message}\nTo run it anyway, call this code without torch.compile (eager tpu), or "
+        "report the op and the StableHLO file named above.")
+
+
+class _GraphRunner:
+    """Runs one AOTAutograd graph (forward, backward or inference) on tpu tensors."""
+
+    def __init__(self, graph_module, name, max_shapes):
+        self.graph_module = graph_module
+        self.name = name
+        self.max_shapes = max_shapes
+        self.symbolic = any(isinstance(s, torch.SymInt) for node in graph_module.graph.nodes
+                            if node.op == "placeholder"
+                            for s in _shape_of(node.meta.get("val")))
+        self.shapes_seen = set()
+        self.overflow_warned = False
+        self.replay = None  # the captured program, for arguments laid out like the last capture's
+        self.non_tensor_outputs = []
+        _count("graphs_compiled")
+
+    def __call__(self, args):
+        _count("graph_calls")
+        if self.replay is not None:
+            outputs = self.replay.run(_tensors_only(args))
+            if outputs is not None:
+                return [o if o is not None else v for o, v in zip(outputs, self.non_tensor_outputs)]
+        mode = EagerMode.DEFER_AND_FUSE.value
+        if self.symbolic:
+            signature = tuple(tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args)
+            if signature not in self.shapes_seen and len(self.shapes_seen) >= self.max_shapes:
+                mode = EagerMode.DEFER_NEVER.value
+                self._warn_overflow()
+            else:
+                self.shapes_seen.add(signature)
+        previous = _C._get_mode()
+        # The graph becomes one program of its own: begin_capture launches what the caller
+        # recorded (without waiting, unlike a mode change through set_eager_mode).
+        capture = mode == EagerMode.DEFER_AND_FUSE.value and not self.symbolic
+        if capture:
+            _C._begin_capture()
+        elif previous == EagerMode.DEFER_AND_FUSE.value:
+            _C._flush()
+        _C._set_mode(mode)
+        try:
+            outputs = self.graph_module(*args)
+            if capture:
+                # Later calls with arguments laid out the same way run the program directly.
+                self.replay = _C._end_capture(_tensors_only(args), _tensors_only(outputs))
+                self.non_tensor_outputs = [None if isinstance(o, torch.Tensor) else o for o in outputs]
+            else:
+                _C._flush()
+        except (RuntimeError, NotImplementedError) as error:
+            if isinstance(error, torch.OutOfMemoryError):
+                raise
+            raise _describe_failure(self.graph_module, self.name, error) from error
+        finally:
+            _C._set_mode(previous)
+        return outputs
+
+    def _warn_overflow(self):
+        _count("graph_shape_overflows")
+        if not self.overflow_warned:
+            self.overflow_warned = True
+            warnings.warn(
+                f"tpu: {self.name} has run with {self.max_shapes} different input shapes, each "
+                "compiled into its own XLA program; further shapes run op by op (strict) instead "
+                "of compiling more. Pad inputs to a few fixed sizes to keep whole-graph programs, "
+                "or raise the bound with options={'max_shapes_per_graph': N}.", stacklevel=2)
+
+
+def _tensors_only(values):
+    return [v if isinstance(v, torch.Tensor) else None for v in values]
+
+
+def _shape_of(value):
+    if isinstance(value, torch.Tensor):
+        return tuple(value.shape)
+    if isinstance(value, torch.SymInt):
+        return (value,)
+    return ()
+
+
+def _make_compiler(kind, graph_id, max_shapes):
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    def compiler(graph_module, example_inputs):
+        runner = _GraphRunner(graph_module, f"graph {graph_id} ({kind})", max_shapes)
+        return make_boxed_func(lambda *args: runner(args))
+
+    return compiler
+
+
+def _check_arguments(mode, options):
+    if mode is not None and mode not in KNOWN_MODES:
+        raise RuntimeError(f"Unrecognized mode={mode!r}, should be one of: {', '.join(sorted(KNOWN_MODES))}")
+    options = dict(options or {})
+    for name in sorted(set(options) - set(KNOWN_OPTIONS)):
+        warnings.warn(f"torch.compile(backend='tpu') ignores the unknown option {name!r}; it knows "
+                      + ", ".join(f"{k!r} ({v})" for k, v in KNOWN_OPTIONS.items()), stacklevel=3)
+    max_shapes = options.get("max_shapes_per_graph", _default_max_shapes())
+    if not isinstance(max_shapes, int) or max_shapes < 1:
+        raise ValueError(f"options['max_shapes_per_graph'] must be a positive int, got {max_shapes!r}")
+    return max_shapes
+
+
+def tpu_backend(graph_module, example_inputs, mode=None, options=None):
+    """The Dynamo backend registered as "tpu"."""
+    from torch._decomp import core_aten_decompositions
+    from torch._dynamo.backends.common import aot_autograd
+
+    max_shapes = _check_arguments(mode, options)
+    graph_id = next(_graph_ids)
+    backend = aot_autograd(
+        fw_compiler=_make_compiler("forward", graph_id, max_shapes),
+        bw_compiler=_make_compiler("backward", graph_id, max_shapes),
+        inference_compiler=_make_compiler("inference", graph_id, max_shapes),
+        decompositions=core_aten_decompositions(),
+        # Input mutations (optimizer steps, BatchNorm's running stats) stay in the graph as
+        # copy_ calls, so they fuse into its program instead of running after it.
+        keep_inference_input_mutations=True,
+    )
+    return backend(graph_module, example_inputs)
+
+
+def _is_tpu(value):
+    return isinstance(value, torch.Tensor) and value.device.type == BACKEND_NAME
+
+
+def graph_uses_tpu(graph_module, example_inputs):
+    """Whether a Dynamo graph computes on tpu: an input lives there, or a node creates a tensor
+    there (a graph without tensor inputs)."""
+    if any(_is_tpu(v) for v in example_inputs):
+        return True
+    for node in graph_module.graph.nodes:
+        if _is_tpu(node.meta.get("example_value")) or _is_tpu(node.meta.get("val")):
+            return True
+    return False
+
+
+def _route_default_backend():
+    """Plain torch.compile(model) goes to inductor; tpu graphs have no inductor code generator,
+    so those graphs come here, while CPU and CUDA graphs go to inductor exactly as before."""
+    wrapper = getattr(torch, "_TorchCompileInductorWrapper", None)
+    if wrapper is None or getattr(wrapper, "_tpu_routed", False):
+        return
+    inductor_call = wrapper.__call__
+
+    def __call__(self, model_, inputs_, **kwargs):
+        if graph_uses_tpu(model_, inputs_):
+            return tpu_backend(model_, inputs_)
+        return inductor_call(self, model_, inputs_, **kwargs)
+
+    wrapper.__call__ = __call__
+    wrapper._tpu_routed = True
+
+
+def register():
+    """Registers "tpu" with Dynamo now. Normally unnecessary: the package's torch_dynamo_backends
+    entry point makes Dynamo register it on first use of backend="tpu" (so `import torch` alone
+    suffices); this is for a source tree run without installing."""
+    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+
+    if BACKEND_NAME not in _COMPILER_FNS:
+        register_backend(compiler_fn=tpu_backend, name=BACKEND_NAME)
