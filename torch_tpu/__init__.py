@@ -40,6 +40,9 @@ def _register():
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     _C._set_default_mode(mode_from_environment().value)
     propagate_mode_into_backward()
+    # init_process_group("tpu_dist") must work right after `import torch`, as "nccl" does.
+    from . import distributed
+    distributed._register()
     # torch.compile: "tpu" reaches Dynamo through the torch_dynamo_backends entry point (importing
     # torch._dynamo here would cost every user a second); plain torch.compile routes tpu graphs.
     from . import dynamo_backend

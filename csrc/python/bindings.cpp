@@ -17,6 +17,7 @@ void register_hooks();
 namespace tpu::python {
 void register_cache_bindings(py::module& m);
 void register_compile_bindings(py::module& m);
+void register_distributed_bindings(py::module& m);
 }
 
 namespace {
@@ -151,4 +152,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("_lowered_ops", [] { return tpu::lowering::lowered_op_names(); });
   tpu::python::register_cache_bindings(m);
   tpu::python::register_compile_bindings(m);
+  tpu::python::register_distributed_bindings(m);
 }

@@ -1,0 +1,537 @@
+#include "distributed/process_group_tpu.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "exec/executor.h"
+
+namespace tpu::distributed {
+
+namespace {
+
+bool on_tpu(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// Device -> host through the ordinary copy path, which waits for the value (and in
+// defer-and-fuse runs the graph that produces it). CPU tensors are used as they are.
+at::Tensor stage_in(const at::Tensor& t) {
+  return on_tpu(t) ? t.to(at::kCPU).contiguous() : t;
+}
+
+// A host buffer the transport writes; nothing is read from the device.
+at::Tensor stage_out(const at::Tensor& t) {
+  return on_tpu(t) ? at::empty(t.sizes(), t.options().device(at::kCPU)) : t;
+}
+
+std::vector<at::Tensor> stage_in(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> out;
+  out.reserve(ts.size());
+  for (const auto& t : ts) out.push_back(stage_in(t));
+  return out;
+}
+
+std::vector<at::Tensor> stage_out(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> out;
+  out.reserve(ts.size());
+  for (const auto& t : ts) out.push_back(stage_out(t));
+  return out;
+}
+
+std::vector<std::vector<at::Tensor>> stage_out(const std::vector<std::vector<at::Tensor>>& ts) {
+  std::vector<std::vector<at::Tensor>> out;
+  out.reserve(ts.size());
+  for (const auto& t : ts) out.push_back(stage_out(t));
+  return out;
+}
+
+std::vector<std::vector<at::Tensor>> stage_in(const std::vector<std::vector<at::Tensor>>& ts) {
+  std::vector<std::vector<at::Tensor>> out;
+  out.reserve(ts.size());
+  for (const auto& t : ts) out.push_back(stage_in(t));
+  return out;
+}
+
+// Host -> device in place, so every view and alias of the destination sees the result.
+void copy_back(const std::vector<at::Tensor>& dst, const std::vector<at::Tensor>& host) {
+  for (size_t i = 0; i < dst.size(); ++i) {
+    if (on_tpu(dst[i])) {
+      at::Tensor d = dst[i];
+      d.copy_(host[i]);
+    }
+  }
+}
+
+void copy_back(const std::vector<std::vector<at::Tensor>>& dst,
+               const std::vector<std::vector<at::Tensor>>& host) {
+  for (size_t i = 0; i < dst.size(); ++i) copy_back(dst[i], host[i]);
+}
+
+std::vector<at::Tensor> flat(const std::vector<std::vector<at::Tensor>>& ts) {
+  std::vector<at::Tensor> out;
+  for (const auto& v : ts) out.insert(out.end(), v.begin(), v.end());
+  return out;
+}
+
+std::vector<at::Tensor> join(std::vector<at::Tensor> a, const std::vector<at::Tensor>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::string describe_error(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const c10::Error& err) {
+    return err.what_without_backtrace();
+  } catch (const std::exception& err) {
+    return err.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+// The debug mode's agreement check sends a collective's name as an index into this table.
+const char* const kCollectiveNames[] = {
+    "broadcast",       "all_reduce",     "all_reduce_coalesced",   "reduce",
+    "all_gather",      "all_gather_into_tensor", "all_gather_coalesced",
+    "all_gather_into_tensor_coalesced", "gather", "scatter", "reduce_scatter",
+    "reduce_scatter_tensor", "reduce_scatter_tensor_coalesced", "all_to_all_single",
+    "all_to_all",      "barrier"};
+constexpr int64_t kCollectiveCount = sizeof(kCollectiveNames) / sizeof(kCollectiveNames[0]);
+
+int64_t collective_code(const char* name) {
+  for (int64_t i = 0; i < kCollectiveCount; ++i) {
+    if (std::string(kCollectiveNames[i]) == name) return i;
+  }
+  return -1;
+}
+
+std::string describe_call(const int64_t* f) {
+  std::ostringstream s;
+  s << (f[0] >= 0 && f[0] < kCollectiveCount ? kCollectiveNames[f[0]] : "an unknown collective");
+  if (f[1] >= 0) s << " of " << f[1] << " elements";
+  if (f[2] >= 0) s << " of " << c10::toString(static_cast<c10::ScalarType>(f[2]));
+  if (f[3] >= 0) s << " with root " << f[3];
+  return s.str();
+}
+
+}  // namespace
+
+TpuWork::TpuWork(int rank, c10d::OpType type, std::string name, std::vector<at::Tensor> outputs,
+                 c10::intrusive_ptr<c10d::Work> inner, std::function<void()> finish,
+                 std::chrono::milliseconds timeout)
+    : c10d::Work(rank, type),
+      name_(std::move(name)),
+      outputs_(std::move(outputs)),
+      inner_(std::move(inner)),
+      finish_(std::move(finish)),
+      timeout_(timeout),
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+
+void TpuWork::complete(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!done_) {
+    if (inner_) {
+      try {
+        inner_->wait(timeout);
+      } catch (...) {
+        std::string reason = describe_error(std::current_exception());
+        try {
+          C10_THROW_ERROR(DistBackendError,
+                          c10::str("tpu_dist: ", name_, " failed on rank ", rank_,
+                                   " (process group timeout ", timeout_.count(), " ms): ", reason));
+        } catch (...) {
+          error_ = std::current_exception();
+        }
+      }
+    }
+    if (!error_ && finish_) {
+      try {
+        finish_();
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+    }
+    finish_ = nullptr;
+    inner_.reset();
+    done_ = true;
+    if (error_) {
+      future_->setError(error_);
+    } else {
+      future_->markCompleted(c10::IValue(outputs_));
+    }
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool TpuWork::isCompleted() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+bool TpuWork::isSuccess() const {
+  auto* self = const_cast<TpuWork*>(this);
+  std::lock_guard<std::mutex> lock(self->mutex_);
+  return done_ && !error_;
+}
+
+std::exception_ptr TpuWork::exception() const {
+  auto* self = const_cast<TpuWork*>(this);
+  std::lock_guard<std::mutex> lock(self->mutex_);
+  return error_;
+}
+
+int TpuWork::sourceRank() const {
+  TORCH_CHECK(false, "tpu_dist: sourceRank() is only defined for recv from any source, which ",
+              "tpu_dist does not support");
+}
+
+std::vector<at::Tensor> TpuWork::result() { return outputs_; }
+
+bool TpuWork::wait(std::chrono::milliseconds timeout) {
+  complete(timeout);
+  return true;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> TpuWork::getFuture() { return future_; }
+
+ProcessGroupTPU::ProcessGroupTPU(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size,
+                                 std::chrono::milliseconds timeout)
+    : c10d::Backend(rank, size), transport_(std::move(transport)), timeout_(timeout) {
+  TORCH_CHECK(transport_, "tpu_dist needs a transport backend");
+}
+
+void ProcessGroupTPU::check_agreement(const char* name, const Agreement& a) {
+  at::Tensor mine = at::empty({4}, at::kLong);
+  int64_t* f = mine.data_ptr<int64_t>();
+  f[0] = collective_code(name);
+  f[1] = a.numel;
+  f[2] = a.dtype;
+  f[3] = a.root;
+  std::vector<std::vector<at::Tensor>> all(1);
+  for (int i = 0; i < size_; ++i) all[0].push_back(at::empty({4}, at::kLong));
+  std::vector<at::Tensor> in{mine};
+  try {
+    transport_->allgather(all, in)->wait();
+  } catch (...) {
+    std::string reason = describe_error(std::current_exception());
+    C10_THROW_ERROR(DistBackendError,
+                    c10::str("tpu_dist: ", name, " failed on rank ", rank_, " while the ranks ",
+                             "compared their calls (debug mode; process group timeout ",
+                             timeout_.count(), " ms): ", reason));
+  }
+  bool same = true;
+  for (int i = 0; i < size_; ++i) same = same && at::equal(all[0][i], mine);
+  if (same) return;
+  std::ostringstream s;
+  s << "tpu_dist: the ranks called different collectives at collective #" << sequence_ << ":";
+  for (int i = 0; i < size_; ++i) {
+    s << (i ? "," : "") << " rank " << i << " called " << describe_call(all[0][i].data_ptr<int64_t>());
+  }
+  C10_THROW_ERROR(DistBackendError, s.str());
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::run(
+    const char* name, c10d::OpType type, const Agreement* agreement,
+    const std::vector<at::Tensor>& involved, std::vector<at::Tensor> outputs,
+    const std::function<c10::intrusive_ptr<c10d::Work>()>& launch, std::function<void()> finish,
+    bool blocking) {
+  // Anything the graph still owes is run first: the collective reads device values, and in
+  // defer-and-fuse every rank's graphs then end at the same places, so MPMD work on one rank
+  // never changes what the others compile.
+  if (std::any_of(involved.begin(), involved.end(), on_tpu)) exec::flush("collective");
+  if (agreement) {
+    ++sequence_;
+    if (exec::current_mode() == exec::Mode::Debug) check_agreement(name, *agreement);
+  }
+  c10::intrusive_ptr<c10d::Work> inner;
+  try {
+    inner = launch();
+  } catch (const c10::DistBackendError&) {
+    throw;
+  } catch (...) {
+    std::string reason = describe_error(std::current_exception());
+    C10_THROW_ERROR(DistBackendError, c10::str("tpu_dist: ", name, " failed on rank ", rank_,
+                                               ": ", reason));
+  }
+  auto work = c10::make_intrusive<TpuWork>(rank_, type, name, std::move(outputs), std::move(inner),
+                                           std::move(finish), timeout_);
+  if (blocking) work->complete();
+  return work;
+}
+
+namespace {
+
+ProcessGroupTPU::Agreement agree(const std::vector<at::Tensor>& ts, int64_t root = -1,
+                                 bool same_numel = true) {
+  int64_t numel = 0;
+  for (const auto& t : ts) numel += t.numel();
+  int64_t dtype = ts.empty() ? -1 : static_cast<int64_t>(ts.front().scalar_type());
+  return {same_numel ? numel : -1, dtype, root};
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::broadcast(std::vector<at::Tensor>& tensors,
+                                                          const c10d::BroadcastOptions& opts) {
+  auto a = agree(tensors, opts.rootRank);
+  std::vector<at::Tensor> host;
+  bool root = rank_ == opts.rootRank;
+  return run("broadcast", c10d::OpType::BROADCAST, &a, tensors, tensors,
+             [&] {
+               // Non-roots only receive: their old values need not leave the device.
+               host = root ? stage_in(tensors) : stage_out(tensors);
+               return transport_->broadcast(host, opts);
+             },
+             [&tensors, &host, root] {
+               if (!root) copy_back(tensors, host);
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::allreduce(std::vector<at::Tensor>& tensors,
+                                                          const c10d::AllreduceOptions& opts) {
+  auto a = agree(tensors);
+  std::vector<at::Tensor> host;
+  return run("all_reduce", c10d::OpType::ALLREDUCE, &a, tensors, tensors,
+             [&] {
+               host = stage_in(tensors);
+               return transport_->allreduce(host, opts);
+             },
+             [&] { copy_back(tensors, host); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  auto a = agree(tensors);
+  std::vector<at::Tensor> host;
+  return run("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, &a, tensors, tensors,
+             [&] {
+               host = stage_in(tensors);
+               return transport_->allreduce_coalesced(host, opts);
+             },
+             [&] { copy_back(tensors, host); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::reduce(std::vector<at::Tensor>& tensors,
+                                                       const c10d::ReduceOptions& opts) {
+  auto a = agree(tensors, opts.rootRank);
+  std::vector<at::Tensor> host;
+  bool root = rank_ == opts.rootRank;
+  return run("reduce", c10d::OpType::REDUCE, &a, tensors, tensors,
+             [&] {
+               host = stage_in(tensors);
+               return transport_->reduce(host, opts);
+             },
+             [&tensors, &host, root] {
+               if (root) copy_back(tensors, host);
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  auto a = agree(inputs);
+  std::vector<at::Tensor> host_in;
+  std::vector<std::vector<at::Tensor>> host_out;
+  return run("all_gather", c10d::OpType::ALLGATHER, &a, join(flat(outputs), inputs), flat(outputs),
+             [&] {
+               host_in = stage_in(inputs);
+               host_out = stage_out(outputs);
+               return transport_->allgather(host_out, host_in, opts);
+             },
+             [&] { copy_back(outputs, host_out); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::_allgather_base(at::Tensor& output,
+                                                                at::Tensor& input,
+                                                                const c10d::AllgatherOptions& opts) {
+  auto a = agree({input});
+  at::Tensor host_in, host_out;
+  return run("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, &a, {output, input},
+             {output},
+             [&] {
+               host_in = stage_in(input);
+               host_out = stage_out(output);
+               return transport_->_allgather_base(host_out, host_in, opts);
+             },
+             [&] { copy_back({output}, {host_out}); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  auto a = agree(inputs);
+  std::vector<at::Tensor> host_in;
+  std::vector<std::vector<at::Tensor>> host_out;
+  return run("all_gather_coalesced", c10d::OpType::ALLGATHER_COALESCED, &a,
+             join(flat(outputs), inputs), flat(outputs),
+             [&] {
+               host_in = stage_in(inputs);
+               host_out = stage_out(outputs);
+               return transport_->allgather_coalesced(host_out, host_in, opts);
+             },
+             [&] { copy_back(outputs, host_out); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  auto a = agree(inputs);
+  std::vector<at::Tensor> host_in, host_out;
+  return run("all_gather_into_tensor_coalesced", c10d::OpType::COALESCED, &a,
+             join(outputs, inputs), outputs,
+             [&] {
+               host_in = stage_in(inputs);
+               host_out = stage_out(outputs);
+               return transport_->allgather_into_tensor_coalesced(host_out, host_in, opts);
+             },
+             [&] { copy_back(outputs, host_out); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                       std::vector<at::Tensor>& inputs,
+                                                       const c10d::GatherOptions& opts) {
+  auto a = agree(inputs, opts.rootRank);
+  std::vector<at::Tensor> host_in;
+  std::vector<std::vector<at::Tensor>> host_out;
+  return run("gather", c10d::OpType::GATHER, &a, join(flat(outputs), inputs), flat(outputs),
+             [&] {
+               host_in = stage_in(inputs);
+               host_out = stage_out(outputs);
+               return transport_->gather(host_out, host_in, opts);
+             },
+             [&] { copy_back(outputs, host_out); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::scatter(std::vector<at::Tensor>& outputs,
+                                                        std::vector<std::vector<at::Tensor>>& inputs,
+                                                        const c10d::ScatterOptions& opts) {
+  auto a = agree(outputs, opts.rootRank);
+  std::vector<at::Tensor> host_out;
+  std::vector<std::vector<at::Tensor>> host_in;
+  return run("scatter", c10d::OpType::SCATTER, &a, join(flat(inputs), outputs), outputs,
+             [&] {
+               host_in = stage_in(inputs);
+               host_out = stage_out(outputs);
+               return transport_->scatter(host_out, host_in, opts);
+             },
+             [&] { copy_back(outputs, host_out); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  auto a = agree(outputs);
+  std::vector<at::Tensor> host_out;
+  std::vector<std::vector<at::Tensor>> host_in;
+  return run("reduce_scatter", c10d::OpType::REDUCE_SCATTER, &a, join(flat(inputs), outputs),
+             outputs,
+             [&] {
+               host_in = stage_in(inputs);
+               host_out = stage_out(outputs);
+               return transport_->reduce_scatter(host_out, host_in, opts);
+             },
+             [&] { copy_back(outputs, host_out); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  auto a = agree({output});
+  at::Tensor host_in, host_out;
+  return run("reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, &a, {output, input},
+             {output},
+             [&] {
+               host_in = stage_in(input);
+               host_out = stage_out(output);
+               return transport_->_reduce_scatter_base(host_out, host_in, opts);
+             },
+             [&] { copy_back({output}, {host_out}); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  auto a = agree(outputs);
+  std::vector<at::Tensor> host_in, host_out;
+  return run("reduce_scatter_tensor_coalesced", c10d::OpType::COALESCED, &a,
+             join(outputs, inputs), outputs,
+             [&] {
+               host_in = stage_in(inputs);
+               host_out = stage_out(outputs);
+               return transport_->reduce_scatter_tensor_coalesced(host_out, host_in, opts);
+             },
+             [&] { copy_back(outputs, host_out); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                              std::vector<int64_t>& output_splits,
+                                                              std::vector<int64_t>& input_splits,
+                                                              const c10d::AllToAllOptions& opts) {
+  bool even = output_splits.empty() && input_splits.empty();
+  auto a = agree({input}, -1, even);
+  at::Tensor host_in, host_out;
+  return run("all_to_all_single", c10d::OpType::ALLTOALL_BASE, &a, {output, input}, {output},
+             [&] {
+               host_in = stage_in(input);
+               host_out = stage_out(output);
+               return transport_->alltoall_base(host_out, host_in, output_splits, input_splits,
+                                                opts);
+             },
+             [&] { copy_back({output}, {host_out}); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::alltoall(std::vector<at::Tensor>& outputs,
+                                                         std::vector<at::Tensor>& inputs,
+                                                         const c10d::AllToAllOptions& opts) {
+  auto a = agree(inputs, -1, false);
+  std::vector<at::Tensor> host_in, host_out;
+  return run("all_to_all", c10d::OpType::ALLTOALL, &a, join(outputs, inputs), outputs,
+             [&] {
+               host_in = stage_in(inputs);
+               host_out = stage_out(outputs);
+               return transport_->alltoall(host_out, host_in, opts);
+             },
+             [&] { copy_back(outputs, host_out); });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::send(std::vector<at::Tensor>& tensors, int dst,
+                                                     int tag) {
+  // The host copy must outlive the transport's send: the Work keeps it as its result.
+  auto host = std::make_shared<std::vector<at::Tensor>>();
+  return run("send", c10d::OpType::SEND, nullptr, tensors, tensors,
+             [&] {
+               *host = stage_in(tensors);
+               return transport_->send(*host, dst, tag);
+             },
+             [host] {}, /*blocking=*/false);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::recv(std::vector<at::Tensor>& tensors, int src,
+                                                     int tag) {
+  auto host = std::make_shared<std::vector<at::Tensor>>();
+  std::vector<at::Tensor> dst = tensors;
+  return run("recv", c10d::OpType::RECV, nullptr, tensors, tensors,
+             [&] {
+               *host = stage_out(tensors);
+               return transport_->recv(*host, src, tag);
+             },
+             [host, dst] { copy_back(dst, *host); }, /*blocking=*/false);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                              int tag) {
+  TORCH_CHECK(false, "tpu_dist does not support recv from any source; name the source rank");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::barrier(const c10d::BarrierOptions& opts) {
+  Agreement a{-1, -1, -1};
+  // A barrier orders what the ranks did on their devices too, so the pending graph runs first.
+  exec::flush("collective");
+  return run("barrier", c10d::OpType::BARRIER, &a, {}, {},
+             [&] { return transport_->barrier(opts); }, nullptr);
+}
+
+}  // namespace tpu::distributed

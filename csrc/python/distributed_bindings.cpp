@@ -1,0 +1,28 @@
+// torch_tpu._C's distributed entry point: the "tpu_dist" c10d backend, built by the creator that
+// torch_tpu.distributed registers with torch.distributed.
+#include <Python.h>
+#include <pybind11/chrono.h>
+#include <pybind11/pybind11.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "distributed/process_group_tpu.h"
+
+namespace py = pybind11;
+
+namespace tpu::python {
+
+void register_distributed_bindings(py::module& m) {
+  using tpu::distributed::ProcessGroupTPU;
+  // c10d::Backend is registered by torch._C._distributed_c10d, which torch imports first.
+  py::class_<ProcessGroupTPU, c10d::Backend, c10::intrusive_ptr<ProcessGroupTPU>>(
+      m, "ProcessGroupTPU")
+      .def(py::init([](const c10::intrusive_ptr<c10d::Backend>& transport, int rank, int size,
+                       std::chrono::milliseconds timeout) {
+             return c10::make_intrusive<ProcessGroupTPU>(transport, rank, size, timeout);
+           }),
+           py::arg("transport"), py::arg("rank"), py::arg("size"), py::arg("timeout"))
+      .def_property_readonly("transport", &ProcessGroupTPU::transport)
+      .def_property_readonly("collectives", &ProcessGroupTPU::collectives);
+}
+
+}  // namespace tpu::python

@@ -1,0 +1,63 @@
+"""The "tpu_dist" backend for torch.distributed.
+
+A CUDA program changes "nccl" to "tpu_dist" (or names no backend and passes
+device_id=torch.device("tpu", rank)); torchrun launches it as before. The backend serves tpu
+tensors and, so that object collectives and CPU-side bookkeeping work in the same process group,
+CPU tensors too.
+
+Transport: where each process has its own PJRT client (the CPU plugin, one process per device),
+tpu tensors are staged through host memory and moved by a Gloo backend held inside ours; CPU
+tensors go to that Gloo backend directly. See the README's Distributed section.
+"""
+from datetime import timedelta
+
+import torch
+
+from . import _C
+
+BACKEND_NAME = "tpu_dist"
+
+__all__ = ["BACKEND_NAME", "is_available", "transport_of"]
+
+
+def is_available():
+    return torch.distributed.is_available() and torch.distributed.is_gloo_available()
+
+
+def _create_backend(dist_backend_opts, backend_options):
+    """c10d's creator (extended API): called once per process group with its store, rank, size and
+    timeout."""
+    import torch.distributed as dist
+
+    # Our own prefix: a Gloo backend for the CPU in the same group ("cpu:gloo,tpu:tpu_dist")
+    # rendezvouses through the same store, and the two must not read each other's keys.
+    store = dist.PrefixStore(f"{BACKEND_NAME}/", dist_backend_opts.store)
+    timeout = dist_backend_opts.timeout
+    if not isinstance(timeout, timedelta):
+        timeout = timedelta(seconds=float(timeout))
+    transport = dist.ProcessGroupGloo(store, dist_backend_opts.group_rank,
+                                      dist_backend_opts.group_size, timeout)
+    return _C.ProcessGroupTPU(transport, dist_backend_opts.group_rank,
+                              dist_backend_opts.group_size, timeout)
+
+
+def transport_of(group=None):
+    """The Gloo backend that moves a process group's tpu tensors on this platform."""
+    import torch.distributed as dist
+
+    group = group or dist.group.WORLD
+    return group._get_backend(torch.device("tpu")).transport
+
+
+def _register():
+    if not is_available():
+        return
+    import torch.distributed as dist
+
+    if BACKEND_NAME in dist.Backend.backend_list:
+        return
+    # "cpu" as well: object collectives (all_gather_object, DCP's planning) use CPU tensors on the
+    # default group, and a group whose only backend is ours must carry them. The default backend
+    # of the CPU stays Gloo: register_backend only fills device slots that have none.
+    dist.Backend.register_backend(BACKEND_NAME, _create_backend, extended_api=True,
+                                  devices=["tpu", "cpu"])
