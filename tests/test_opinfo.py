@@ -26,12 +26,15 @@ SLICE = [
     "add", "sub", "mul", "div.no_rounding_mode", "div.floor_rounding", "pow", "exp", "log1p",
     "sqrt", "rsqrt", "sin", "tanh", "sigmoid", "abs", "neg", "clamp", "where", "masked_fill",
     "lerp", "addcmul", "nan_to_num", "atan2", "remainder", "eq", "logical_and",
+    # special functions
+    "lgamma", "polygamma.polygamma_n_2", "erfinv", "logaddexp", "sinc",
     # activations
     "nn.functional.relu", "nn.functional.gelu", "nn.functional.silu", "nn.functional.leaky_relu",
     "nn.functional.hardtanh", "nn.functional.elu", "nn.functional.softplus",
     # reductions
     "sum", "mean", "amax", "argmax", "max.reduction_with_dim", "var", "std", "softmax",
-    "log_softmax", "logsumexp", "cumsum", "cumprod", "linalg.vector_norm", "any",
+    "log_softmax", "logsumexp", "cumsum", "cumprod", "linalg.vector_norm", "any", "norm",
+    "nansum", "aminmax", "trace",
     # sort / indexing / shape
     "sort", "topk", "cat", "index_select", "gather", "scatter_add", "index_add", "index_put",
     "flip", "roll", "tril", "nn.functional.pad.constant",
@@ -40,6 +43,7 @@ SLICE = [
     # nn layers and losses
     "nn.functional.layer_norm", "nn.functional.group_norm", "nn.functional.batch_norm",
     "nn.functional.cross_entropy", "nn.functional.mse_loss", "nn.functional.binary_cross_entropy",
+    "nn.functional.huber_loss", "nn.functional.smooth_l1_loss", "nn.functional.softshrink",
     "nn.functional.embedding",
     # convolution and pooling
     "nn.functional.conv2d", "nn.functional.conv_transpose2d", "nn.functional.max_pool2d",

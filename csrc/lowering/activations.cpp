@@ -364,5 +364,38 @@ std::vector<Value> lower_log_sigmoid_backward(Context& ctx) {
 }
 TPU_LOWERING("log_sigmoid_backward", lower_log_sigmoid_backward);
 
+
+// hardshrink(self, lambd): 0 on [-lambd, lambd], x elsewhere (nan stays nan).
+std::vector<Value> lower_hardshrink(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  Builder& b = ctx.b;
+  Value x = arg_as(ctx, 0, r), lambd = param_or(ctx, 1, r, 0.5);
+  Value inside = b.binary("stablehlo.and", b.compare(x, op(b, "negate", lambd), "GE"), less_equal(b, x, lambd));
+  return finish(ctx, r, b.select(inside, zeros_like(b, x), x));
+}
+TPU_LOWERING("hardshrink", lower_hardshrink);
+
+// softshrink(self, lambd): x - lambd above lambd, x + lambd below -lambd, 0 between; nan stays.
+std::vector<Value> lower_softshrink(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  Builder& b = ctx.b;
+  Value x = arg_as(ctx, 0, r), lambd = param_or(ctx, 1, r, 0.5);
+  Value result = b.mul(x, zeros_like(b, x));
+  result = b.select(b.compare(x, op(b, "negate", lambd), "LT"), b.add(x, lambd), result);
+  result = b.select(greater(b, x, lambd), b.sub(x, lambd), result);
+  return finish(ctx, r, result);
+}
+TPU_LOWERING("softshrink", lower_softshrink);
+
+// hardshrink_backward / softshrink_backward(grad_out, self, lambd): grad outside [-lambd, lambd].
+std::vector<Value> lower_shrink_backward(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  Builder& b = ctx.b;
+  Value grad = arg_as(ctx, 0, r), x = arg_as(ctx, 1, r), lambd = param_or(ctx, 2, r, 0.5);
+  Value inside = b.binary("stablehlo.and", b.compare(x, op(b, "negate", lambd), "GE"), less_equal(b, x, lambd));
+  return finish(ctx, r, b.select(inside, zeros_like(b, x), grad));
+}
+TPU_LOWERING("hardshrink_backward", lower_shrink_backward);
+TPU_LOWERING("softshrink_backward", lower_shrink_backward);
 }  // namespace
 }  // namespace tpu::lowering

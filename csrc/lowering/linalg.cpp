@@ -57,11 +57,32 @@ std::vector<Value> lower_baddbmm(Context& ctx) { return lower_scaled_accumulate(
 std::vector<Value> lower_addbmm(Context& ctx) { return lower_scaled_accumulate(ctx, kBatchSummed); }
 std::vector<Value> lower_addmv(Context& ctx) { return lower_scaled_accumulate(ctx, kMatrixVector); }
 
+
+// vdot conjugates its first operand, which only matters for complex tensors.
+std::vector<Value> lower_vdot(Context& ctx) {
+  if (is_complex(ctx.outputs.at(0).dtype)) throw Unsupported("vdot of complex tensors");
+  return lower_dot(ctx);
+}
+
+// trace(self): the sum of a matrix's main diagonal, in sum's result dtype.
+std::vector<Value> lower_trace(Context& ctx) {
+  hlo::Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  DType out = ctx.outputs.at(0).dtype;
+  if (b.rank(x) != 2 || is_complex(out) || out == DType::Bool) throw Unsupported("trace");
+  DType acc = accumulation_type(out);
+  Value wide = b.convert(x, acc);
+  Value diagonal = b.compare(b.iota({DType::I64, b.dims(x)}, 0), b.iota({DType::I64, b.dims(x)}, 1), "EQ");
+  Value picked = b.select(diagonal, wide, b.zeros(b.type(wide)));
+  return {as_output(ctx, sum_over(b, picked, {0, 1}))};
+}
 }  // namespace
 
 TPU_LOWERING("mm", lower_mm);
 TPU_LOWERING("bmm", lower_bmm);
 TPU_LOWERING("dot", lower_dot);
+TPU_LOWERING("vdot", lower_vdot);
+TPU_LOWERING("trace", lower_trace);
 TPU_LOWERING("mv", lower_mv);
 TPU_LOWERING("addmm", lower_addmm);
 TPU_LOWERING("baddbmm", lower_baddbmm);

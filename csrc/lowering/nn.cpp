@@ -462,6 +462,47 @@ std::vector<Value> lower_native_dropout_backward(Context& ctx) {
   return {as_output(ctx, b.mul(b.mul(grad, kept), operand_as(ctx, 2, acc, shape)))};
 }
 
+// huber_loss(self, target, reduction, delta) and smooth_l1_loss(self, target, reduction, beta):
+// quadratic below the threshold, linear above. smooth_l1 is huber divided by beta (beta = 0: l1).
+std::vector<Value> lower_huber_like(Context& ctx, bool smooth_l1) {
+  Builder& b = ctx.b;
+  DType acc = accumulation_type(promote(ctx, {0, 1}));
+  if (!is_floating(acc)) throw Unsupported(ctx.op + ": non-floating");
+  Dims shape = broadcast_shape(b.dims(ctx.tensor(0)), b.dims(ctx.tensor(1)));
+  Value z = b.unary("stablehlo.abs", b.sub(operand_as(ctx, 0, acc, shape), operand_as(ctx, 1, acc, shape)));
+  Value t = ctx.has(3) ? operand_as(ctx, 3, acc, shape) : b.full(1.0, {acc, shape});
+  Value half = b.full(0.5, {acc, shape});
+  Value loss;
+  if (smooth_l1) {
+    Value quadratic = b.div(b.mul(half, b.mul(z, z)), t);
+    loss = b.select(b.compare(z, t, "LT"), quadratic, b.sub(z, b.mul(half, t)));
+  } else {
+    Value quadratic = b.mul(half, b.mul(z, z));
+    loss = b.select(b.compare(z, t, "LT"), quadratic, b.mul(t, b.sub(z, b.mul(half, t))));
+  }
+  return {as_output(ctx, reduce_loss(b, loss, reduction_arg(ctx, 2)))};
+}
+std::vector<Value> lower_huber_loss(Context& ctx) { return lower_huber_like(ctx, false); }
+std::vector<Value> lower_smooth_l1_loss(Context& ctx) { return lower_huber_like(ctx, true); }
+
+// huber_loss_backward / smooth_l1_loss_backward(grad_output, self, target, reduction, delta|beta)
+std::vector<Value> lower_huber_like_backward(Context& ctx, bool smooth_l1) {
+  Builder& b = ctx.b;
+  const Dims& shape = ctx.outputs.at(0).dims;
+  DType acc = accumulation_type(ctx.outputs.at(0).dtype);
+  if (!is_floating(acc)) throw Unsupported(ctx.op + ": non-floating");
+  Value x = b.sub(operand_as(ctx, 1, acc, shape), operand_as(ctx, 2, acc, shape));
+  Value t = ctx.has(4) ? operand_as(ctx, 4, acc, shape) : b.full(1.0, {acc, shape});
+  Value grad = loss_grad(ctx, 0, acc, shape, reduction_arg(ctx, 3));
+  Value inside = b.compare(b.unary("stablehlo.abs", x), t, "LT");
+  Value sign = b.unary("stablehlo.sign", x);
+  Value local = smooth_l1 ? b.select(inside, b.div(x, t), sign)
+                          : b.select(inside, x, b.mul(t, sign));
+  return {as_output(ctx, b.mul(local, grad))};
+}
+std::vector<Value> lower_huber_loss_backward(Context& ctx) { return lower_huber_like_backward(ctx, false); }
+std::vector<Value> lower_smooth_l1_loss_backward(Context& ctx) { return lower_huber_like_backward(ctx, true); }
+
 }  // namespace
 
 TPU_LOWERING("native_layer_norm", lower_native_layer_norm);
@@ -479,6 +520,10 @@ TPU_LOWERING("nll_loss_backward", lower_nll_loss_backward);
 TPU_LOWERING("nll_loss2d_backward", lower_nll_loss_backward);
 TPU_LOWERING("mse_loss", lower_mse_loss);
 TPU_LOWERING("mse_loss_backward", lower_mse_loss_backward);
+TPU_LOWERING("huber_loss", lower_huber_loss);
+TPU_LOWERING("huber_loss_backward", lower_huber_loss_backward);
+TPU_LOWERING("smooth_l1_loss", lower_smooth_l1_loss);
+TPU_LOWERING("smooth_l1_loss_backward", lower_smooth_l1_loss_backward);
 TPU_LOWERING("binary_cross_entropy", lower_binary_cross_entropy);
 TPU_LOWERING("binary_cross_entropy_backward", lower_binary_cross_entropy_backward);
 TPU_LOWERING("embedding_dense_backward", lower_embedding_dense_backward);

@@ -362,6 +362,62 @@ std::vector<Value> lower_linalg_vector_norm(Context& ctx) {
   return {as_output(ctx, result)};
 }
 
+
+// norm(self, p?, dim?, keepdim?, dtype?) in any of its overloads: linalg_vector_norm with the
+// arguments found by kind (a missing p is 2).
+std::vector<Value> lower_norm(Context& ctx) {
+  Builder& b = ctx.b;
+  std::vector<Arg> args(5);
+  args[0] = ctx.arg(0);
+  if (ctx.has(1)) {
+    args[1] = ctx.arg(1);
+  } else {
+    args[1].kind = Kind::Number;
+    args[1].value = b.constant(2.0, DType::F64);
+  }
+  for (size_t i = 2; i < ctx.args.size(); ++i) {
+    const Arg& a = ctx.args[i];
+    if (a.kind == Kind::IntList) args[2] = a;
+    if (a.kind == Kind::Bool) args[3] = a;
+  }
+  Context inner{b, "linalg_vector_norm", "", args, ctx.outputs, {}};
+  return lower_linalg_vector_norm(inner);
+}
+
+// nansum(self, dim?, keepdim, dtype?): nan counts as zero.
+std::vector<Value> lower_nansum(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  DType out = ctx.outputs.at(0).dtype;
+  require_arithmetic(ctx, out);
+  Value wide = reduction_input(b, x, out);
+  if (is_floating(b.dtype(wide))) wide = b.select(is_nan(b, wide), b.zeros(b.type(wide)), wide);
+  return {as_output(ctx, sum_over(b, wide, reduction_dims(ctx, 1, b.rank(x))))};
+}
+
+// count_nonzero(self, dim): int64 count of non-zero elements (nan counts).
+std::vector<Value> lower_count_nonzero(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  if (is_complex(b.dtype(x))) throw Unsupported(ctx.op + ": complex");
+  Dims dims;
+  if (ctx.arg(1).kind == Kind::Int) {
+    dims.push_back(wrap_dim(ctx.arg(1).i, b.rank(x)));
+  } else {
+    dims = reduction_dims(ctx, 1, b.rank(x));
+  }
+  Value nonzero = b.compare(x, b.zeros(b.type(x)), "NE");
+  return {as_output(ctx, sum_over(b, b.convert(nonzero, DType::I64), dims))};
+}
+
+// aminmax(self, dim?, keepdim): (amin, amax).
+std::vector<Value> lower_aminmax(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = at_least_1d(b, ctx.tensor(0));
+  if (is_complex(b.dtype(x))) throw Unsupported(ctx.op + ": complex");
+  Dims dims = ctx.arg(1).kind == Kind::Int ? Dims{wrap_dim(ctx.arg(1).i, b.rank(x))} : all_dims(b.rank(x));
+  return {as_output(ctx, extreme_over(b, x, dims, false), 0), as_output(ctx, extreme_over(b, x, dims, true), 1)};
+}
 }  // namespace
 
 TPU_LOWERING("sum", lower_sum);
@@ -387,5 +443,9 @@ TPU_LOWERING("_log_softmax_backward_data", lower_log_softmax_backward);
 TPU_LOWERING("cumsum", lower_cumsum);
 TPU_LOWERING("cumprod", lower_cumprod);
 TPU_LOWERING("linalg_vector_norm", lower_linalg_vector_norm);
+TPU_LOWERING("norm", lower_norm);
+TPU_LOWERING("nansum", lower_nansum);
+TPU_LOWERING("count_nonzero", lower_count_nonzero);
+TPU_LOWERING("aminmax", lower_aminmax);
 
 }  // namespace tpu::lowering

@@ -1,0 +1,169 @@
+// Special functions (gamma family, inverse error function, nextafter) and the small elementwise
+// formulas built on exp and log (logaddexp, sinc, heaviside).
+//
+// The gamma family and erfinv use CHLO's decompositions, which every XLA backend (CPU, GPU, TPU)
+// expands into plain StableHLO at compile time; PyTorch's special cases at poles and integers are
+// patched in with selects, so the results match its CPU kernels there too.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "lowering/elementwise.h"
+
+namespace tpu::lowering {
+namespace {
+
+using hlo::Builder;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+
+Value chlo(Builder& b, const char* name, Value x) { return b.unary(std::string("chlo.") + name, x); }
+
+Value is_integer_valued(Builder& b, Value x) { return b.compare(op(b, "floor", x), x, "EQ"); }
+
+Value lgamma_of(Builder& b, Value x) {
+  // lgamma has a pole (+inf) at every non-positive integer and lgamma(+-inf) = +inf.
+  Value pole = op(b, "and", is_integer_valued(b, x), b.compare(x, splat(b, 0, x), "LE"));
+  pole = op(b, "or", pole, b.compare(op(b, "abs", x), splat(b, kInf, x), "EQ"));
+  return b.select(pole, splat(b, kInf, x), chlo(b, "lgamma", x));
+}
+
+Value digamma_of(Builder& b, Value x) {
+  // PyTorch: digamma(+-0) = -+inf (the sign of the pole's side), nan at negative integers.
+  Value zero = splat(b, 0, x);
+  Value at_zero = b.compare(x, zero, "EQ");
+  Value negative_integer = op(b, "and", is_integer_valued(b, x), b.compare(x, zero, "LT"));
+  // -1 / x is -inf at +0 and +inf at -0.
+  Value pole_value = op(b, "negate", b.div(splat(b, 1, x), x));
+  Value y = chlo(b, "digamma", x);
+  y = b.select(negative_integer, splat(b, kNan, x), y);
+  return b.select(at_zero, pole_value, y);
+}
+
+std::vector<Value> lower_lgamma(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  return finish(ctx, r, lgamma_of(ctx.b, arg_as(ctx, 0, r)));
+}
+
+std::vector<Value> lower_digamma(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  return finish(ctx, r, digamma_of(ctx.b, arg_as(ctx, 0, r)));
+}
+
+// psi^(n)(x) = (-1)^(n+1) n! zeta(n+1, x) for n >= 1. CHLO's zeta series only holds for
+// positive x, so x is first shifted past 1 with the recurrence zeta(s, x) = x^-s + zeta(s, x+1),
+// in a loop that sums the dropped terms (as PyTorch's own series does for negative x). The loop
+// is capped, so an x beyond -kMaxShifts gives an approximation rather than a hang.
+Value polygamma_of(Builder& b, int64_t n, Value x) {
+  constexpr double kMaxShifts = 1 << 16;
+  TensorType t = b.type(x);
+  TensorType count{DType::I32, {}};
+  auto pending = [&](Builder& r, Value xs, Value steps) {
+    Value below = op(r, "and", r.compare(xs, splat(r, 1.0, xs), "LT"),
+                     r.broadcast_to(r.compare(steps, r.constant(kMaxShifts, DType::I32), "LT"), r.dims(xs)));
+    return below;
+  };
+  hlo::RegionRef cond = b.region({t, t, count}, [&](Builder& r, const std::vector<Value>& a) {
+    Value below = pending(r, a[0], a[2]);
+    if (r.rank(below) == 0) return std::vector<Value>{below};
+    return std::vector<Value>{r.reduce(below, r.constant(0, DType::Bool), all_dims(r.rank(below)), "stablehlo.or")};
+  });
+  hlo::RegionRef body = b.region({t, t, count}, [&](Builder& r, const std::vector<Value>& a) {
+    Value xs = a[0], acc = a[1], steps = a[2];
+    Value below = pending(r, xs, steps);
+    Value term = op(r, "power", xs, splat(r, -static_cast<double>(n + 1), xs));
+    acc = r.select(below, r.add(acc, term), acc);
+    xs = r.select(below, r.add(xs, splat(r, 1.0, xs)), xs);
+    return std::vector<Value>{xs, acc, r.add(steps, r.constant(1, DType::I32))};
+  });
+  std::vector<Value> loop = b.op("stablehlo.while", {x, b.zeros(t), b.constant(0, DType::I32)}, {t, t, count},
+                                 "", {cond, body});
+  double factorial = 1;
+  for (int64_t i = 2; i <= n; ++i) factorial *= static_cast<double>(i);
+  double scale = (n % 2 ? 1.0 : -1.0) * factorial;
+  Value shifted = b.binary("chlo.polygamma", splat(b, static_cast<double>(n), x), loop[0]);
+  return b.add(shifted, b.mul(splat(b, scale, x), loop[1]));
+}
+
+// polygamma(n, self): n is a static int.
+std::vector<Value> lower_polygamma(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  Builder& b = ctx.b;
+  int64_t n = ctx.arg(0).i;
+  Value x = arg_as(ctx, 1, r);
+  if (n == 0) return finish(ctx, r, digamma_of(b, x));
+  if (n < 0) throw Unsupported("polygamma of a negative order");
+  return finish(ctx, r, polygamma_of(b, n, x));
+}
+
+std::vector<Value> lower_erfinv(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  Builder& b = ctx.b;
+  Value x = arg_as(ctx, 0, r);
+  Value y = chlo(b, "erf_inv", x);
+  return finish(ctx, r, y);
+}
+
+std::vector<Value> lower_nextafter(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  Builder& b = ctx.b;
+  // In the result dtype itself: the next representable number is a property of the dtype.
+  Value x = operand_as(ctx, 0, r.dtype, r.dims), y = operand_as(ctx, 1, r.dtype, r.dims);
+  if (r.dtype != DType::F32 && r.dtype != DType::F64) throw Unsupported("nextafter in a half dtype");
+  return {b.binary("chlo.next_after", x, y)};
+}
+
+// logaddexp(a, b) = max + log1p(exp(-|a - b|)); equal infinities give themselves (not nan).
+Value logaddexp_of(Builder& b, Value x, Value y, bool base2) {
+  Value big = max_propagating_nan(b, x, y);
+  Value gap = op(b, "negate", op(b, "abs", b.sub(x, y)));
+  Value tail = base2 ? b.div(op(b, "log_plus_one", op(b, "power", splat(b, 2.0, gap), gap)),
+                            splat(b, M_LN2, gap))
+                     : op(b, "log_plus_one", op(b, "exponential", gap));
+  Value result = b.add(big, tail);
+  Value same_inf = op(b, "and", b.compare(op(b, "abs", x), splat(b, kInf, x), "EQ"),
+                      b.compare(x, y, "EQ"));
+  return b.select(same_inf, x, result);
+}
+
+template <bool base2>
+std::vector<Value> lower_logaddexp(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  return finish(ctx, r, logaddexp_of(ctx.b, arg_as(ctx, 0, r), arg_as(ctx, 1, r), base2));
+}
+
+// sinc(x) = sin(pi x) / (pi x), 1 at 0.
+std::vector<Value> lower_sinc(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  Builder& b = ctx.b;
+  Value x = arg_as(ctx, 0, r);
+  Value px = b.mul(x, splat(b, M_PI, x));
+  Value y = b.div(op(b, "sine", px), px);
+  return finish(ctx, r, b.select(b.compare(x, splat(b, 0, x), "EQ"), splat(b, 1, x), y));
+}
+
+// heaviside(self, values): values where self == 0, else self > 0 (nan gives 0, as on CPU).
+std::vector<Value> lower_heaviside(Context& ctx) {
+  ElementwiseResult r = result_of(ctx);
+  Builder& b = ctx.b;
+  Value x = operand_as(ctx, 0, r.dtype, r.dims), values = operand_as(ctx, 1, r.dtype, r.dims);
+  Value zero = b.zeros({r.dtype, r.dims});
+  Value positive = b.convert(b.compare(x, zero, "GT"), r.dtype);
+  if (r.dtype == DType::Bool) positive = x;
+  return {b.select(b.compare(x, zero, "EQ"), values, positive)};
+}
+
+}  // namespace
+
+TPU_LOWERING("lgamma", lower_lgamma);
+TPU_LOWERING("digamma", lower_digamma);
+TPU_LOWERING("polygamma", lower_polygamma);
+TPU_LOWERING("erfinv", lower_erfinv);
+TPU_LOWERING("nextafter", lower_nextafter);
+TPU_LOWERING("logaddexp", lower_logaddexp<false>);
+TPU_LOWERING("logaddexp2", lower_logaddexp<true>);
+TPU_LOWERING("sinc", lower_sinc);
+TPU_LOWERING("heaviside", lower_heaviside);
+
+}  // namespace tpu::lowering
