@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.deps-installed
 
-.PHONY: demo test build bench clean
+.PHONY: demo test build bench zoo clean
 
 $(STAMP): requirements.txt
 	python3 -m venv $(VENV)
@@ -28,6 +28,10 @@ bench: build
 	$(PY) benchmarks/dispatch.py
 	$(PY) benchmarks/cache_warmstart.py
 	$(PY) benchmarks/modes.py --quick
+
+# Every Hugging Face architecture in every mode (long; resumes from model_zoo_results/).
+zoo: build
+	$(PY) -m torch_tpu.tools.model_zoo --out model_zoo_results
 
 clean:
 	rm -rf build torch_tpu/_C*.so

@@ -1,0 +1,100 @@
+"""The model-zoo pipeline (torch_tpu.tools.model_zoo): a few real Hugging Face architectures
+built from small configs pass forward and a training step against the CPU, and the reports
+count what the records say."""
+import json
+import os
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from torch_tpu.tools import model_zoo as zoo  # noqa: E402
+
+EAGER = ["strict", "defer_and_fuse"]
+
+
+# llama: rotary attention, RMSNorm, gated MLP; gpt2: tied embedding and output projection;
+# bert: an encoder with a masked-LM head and layer norm.
+@pytest.mark.parametrize("arch", ["llama", "gpt2", "bert"])
+def test_architecture_matches_cpu_in_eager_modes(arch):
+    record = zoo.run_arch(arch, EAGER)
+    assert record["status"] == "attempted", record.get("reason")
+    for mode in EAGER:
+        result = record["modes"][mode]
+        assert result["forward"] == "pass", (mode, result["error"])
+        assert result["train"] == "pass", (mode, result["error"])
+        assert result["native"], (mode, result["fallbacks"])
+        assert result["compiles"] >= 1 or result["cache_hits"] >= 1
+
+
+def test_selection_is_one_architecture_per_module_across_families():
+    chosen = zoo.select()
+    types = [t for t, _, _ in chosen]
+    assert len(types) == len(set(types)) >= 150
+    modules = [zoo._module_of(t) for t in types]
+    assert len(modules) == len(set(modules))
+    assert ("gemma3" in types) != ("gemma3_text" in types)
+    assert set(zoo.QUICK) <= set(types)
+
+
+def test_comparisons_catch_a_perturbed_value():
+    expected = torch.linspace(-3, 3, 50)
+    assert zoo.elementwise_mismatch("x", expected.clone(), expected) is None
+    nudged = expected.clone()
+    nudged[7] += 0.05
+    assert "max abs diff" in zoo.elementwise_mismatch("x", nudged, expected)
+    assert "shape" in zoo.elementwise_mismatch("x", expected[:3], expected)
+    assert zoo.scaled_mismatch("g", expected * (1 + 1e-4), expected) is None
+    assert zoo.scaled_mismatch("g", expected + 0.1, expected) is not None
+    assert zoo.scaled_mismatch("g", expected * float("nan"), expected) is not None
+
+
+def _mode(forward, train, fallbacks=None, error=None):
+    fallbacks = fallbacks or {}
+    return {"forward": forward, "train": train, "error": error, "op": zoo.failing_op(error),
+            "fallbacks": fallbacks, "compiles": 3, "seconds": 1.0,
+            "native": forward == train == "pass" and not fallbacks}
+
+
+def test_totals_and_table_count_what_the_records_say():
+    records = [
+        {"arch": "a", "status": "attempted", "family": "decoder-only", "task": "causal_lm",
+         "seconds": 2.0, "modes": {"strict": _mode("pass", "pass"),
+                                   "compiled": _mode("pass", "fail", error="train: boom")}},
+        {"arch": "b", "status": "attempted", "family": "vision", "task": "image_classification",
+         "seconds": 2.0, "modes": {"strict": _mode("pass", "pass", {"aten::foo": 2}),
+                                   "compiled": _mode("fail", "fail",
+                                                     error="forward: no lowering for aten::bar.x")}},
+        {"arch": "c", "status": "not_applicable", "family": "audio", "reason": "needs a file",
+         "modes": {}, "seconds": 0.1},
+    ]
+    t = zoo.totals(records, ["strict", "compiled"])
+    assert t["architectures"] == 3 and t["not_applicable"] == 1
+    assert t["strict"] == {"attempted": 2, "forward_pass": 2, "train_pass": 2, "native": 1}
+    assert t["compiled"] == {"attempted": 2, "forward_pass": 1, "train_pass": 0, "native": 0}
+    assert t["families"]["vision"] == {"attempted": 1, "forward_pass": {"strict": 1}}
+    table = zoo.markdown(records, ["strict", "compiled"])
+    assert "| strict | 2 | 2 (100.0 %) | 2 (100.0 %) | 1 (50.0 %) |" in table
+    assert "| compiled | 2 | 1 (50.0 %) | 0 (0.0 %) | 0 (0.0 %) |" in table
+    row_b = next(line for line in table.splitlines() if line.startswith("| b |"))
+    assert "FT" in row_b and "ft" in row_b and "aten::foo" in row_b and "[aten::bar.x]" in row_b
+    assert "| c | audio | needs a file |" in table
+
+
+def test_command_line_resumes_and_prints_totals_last(tmp_path, capfd):
+    # One unknown architecture keeps this cheap: the worker process, the JSON file, the
+    # resume and the last line of stdout are what is checked.
+    out = str(tmp_path)
+    zoo.main(["--arch", "no_such_model", "--modes", "strict", "--out", out])
+    last = capfd.readouterr().out.strip().splitlines()[-1]
+    assert json.loads(last)["strict"]["attempted"] == 0
+    assert json.loads(last)["not_applicable"] == 1
+    with open(os.path.join(out, "model_zoo.json")) as f:
+        saved = json.load(f)
+    assert saved["architectures"][0]["status"] == "not_applicable"
+    assert "none of the task mappings" in saved["architectures"][0]["reason"]
+    zoo.main(["--arch", "no_such_model", "--modes", "strict", "--out", out])
+    err = capfd.readouterr().err
+    assert "resuming: 1 of 1" in err
