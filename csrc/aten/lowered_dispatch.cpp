@@ -6,6 +6,9 @@
 // run on the CPU through the counted fallback.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/ops/any.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -15,6 +18,7 @@
 #include <mutex>
 #include <set>
 #include <unordered_map>
+#include <vector>
 
 #include "aten/lowered_dispatch.h"
 #include "aten/tpu_tensor.h"
@@ -61,6 +65,40 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   exec::flush("fallback op");
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+}
+
+// Error flags of checked lowerings (lowering::Entry::checked) not yet read: the device found an
+// index out of range, which CPU would have raised at the op. Debug mode reads each at its op;
+// strict and defer-and-fuse read them all at the next host read or synchronize.
+struct PendingCheck {
+  at::Tensor flag;
+  std::string op;
+};
+std::mutex g_checks_mutex;
+std::vector<PendingCheck> g_checks;
+
+// What CPU raises for an out-of-range index of `op` (the first line of CPU's message, then ours).
+[[noreturn]] void raise_index_error(const std::string& op) {
+  static const std::set<std::string> runtime_errors = {"aten::gather", "aten::scatter", "aten::scatter_add",
+                                                       "aten::scatter_reduce", "aten::index_add"};
+  std::string base = op.substr(0, op.find('.'));
+  if (!base.empty() && base.back() == '_') base.pop_back();
+  std::string message = op + ": index out of range in self (an index lies outside the dimension it "
+                        "indexes; found by the tpu device when the op ran)";
+  if (runtime_errors.count(base)) TORCH_CHECK(false, message);
+  TORCH_CHECK_INDEX(false, message);
+}
+
+void note_check(const at::Tensor& flag, const c10::FunctionSchema& schema) {
+  size_t pending;
+  {
+    std::lock_guard<std::mutex> lock(g_checks_mutex);
+    g_checks.push_back({flag, display_name(schema)});
+    pending = g_checks.size();
+  }
+  // Each pending flag keeps a one-byte device buffer alive; a program that never syncs is read
+  // now and then.
+  if (exec::current_mode() == exec::Mode::Debug || pending >= 4096) raise_device_errors();
 }
 
 // Thrown inside this file when the lowered path cannot take an op; the op then runs on the CPU.
@@ -234,6 +272,10 @@ class CallBuilder {
       add_destination(fresh);
       results.emplace_back(fresh);
     }
+    if (call_.lowering->checked) {
+      flag_ = at::empty({}, at::TensorOptions().dtype(at::kBool).device(kTpu, static_cast<c10::DeviceIndex>(device())));
+      add_destination(flag_);
+    }
     if (call_.lowering->random) {
       uint64_t draws = 0;
       for (const auto& out : call_.outputs) draws = std::max<uint64_t>(draws, numel(out.dims));
@@ -258,6 +300,7 @@ class CallBuilder {
   }
 
   const exec::OpCall& call() const { return call_; }
+  const at::Tensor& flag() const { return flag_; }
   exec::OpCall take_call() { return std::move(call_); }
   int device() const { return device_ < 0 ? current_device() : device_; }
 
@@ -433,6 +476,7 @@ class CallBuilder {
   int device_ = -1;
   c10::optional<at::Generator> generator_;
   std::map<int, at::Tensor> written_;
+  at::Tensor flag_;  // the error flag of a checked lowering
 };
 
 // Meta results by argument layout: PyTorch's meta functions are often Python reference code that
@@ -542,7 +586,9 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   try {
     c10::DeviceGuard guard(c10::Device(kTpu, static_cast<c10::DeviceIndex>(builder.device())));
     results = builder.plan_outputs(*shapes);
+    at::Tensor flag = builder.flag();
     exec::run(builder.take_call());
+    if (flag.defined()) note_check(flag, op.schema());
   } catch (const NotLowerable&) {
     return false;
   } catch (const lowering::Unsupported&) {
@@ -568,6 +614,29 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 }  // namespace
 
+void raise_device_errors() {
+  std::vector<PendingCheck> checks;
+  {
+    std::lock_guard<std::mutex> lock(g_checks_mutex);
+    checks.swap(g_checks);
+  }
+  if (checks.empty()) return;
+  // One read for all flags; only a failure reads them one by one, to name the op.
+  bool any = false;
+  if (checks.size() == 1) {
+    any = checks[0].flag.item<bool>();
+  } else {
+    std::vector<at::Tensor> flags;
+    flags.reserve(checks.size());
+    for (const auto& check : checks) flags.push_back(check.flag.reshape({1}));
+    any = at::cat(flags).any().item<bool>();
+  }
+  if (!any) return;
+  for (const auto& check : checks) {
+    if (check.flag.item<bool>()) raise_index_error(check.op);
+  }
+}
+
 void set_fallback_policy(FallbackPolicy policy) { g_policy = policy; }
 FallbackPolicy fallback_policy() { return g_policy; }
 void set_fallback_warnings(bool enabled) { g_warn_on_fallback = enabled; }
@@ -590,6 +659,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_backward_overrideable",
          torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
 }
+
+// Runs before any tpu op can: synchronize() raises what the device flagged.
+const bool g_sync_hook_installed = [] {
+  exec::set_sync_hook(&raise_device_errors);
+  return true;
+}();
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());

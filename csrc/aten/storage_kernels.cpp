@@ -8,6 +8,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "aten/lowered_dispatch.h"
 #include "aten/tpu_tensor.h"
 
 namespace tpu::aten {
@@ -223,6 +224,7 @@ void upload(const at::Tensor& src, const at::Tensor& dst) {
 
 // tpu -> CPU: the device lays the view out densely in the destination's dtype, then one transfer.
 void download(const at::Tensor& src, const at::Tensor& dst) {
+  raise_device_errors();
   exec::TensorView view = view_of(src.expand(dst.sizes()));
   if (numel(view.layout.sizes) == 0) return;
   DType wanted = to_dtype(dst.scalar_type());

@@ -29,6 +29,7 @@ thread_local std::optional<Mode> t_mode;
 // the backward ops but never chose a mode (autocast state reaches them the same way). -1: none.
 std::atomic<int> g_backward_mode{-1};
 LocationProvider g_location = nullptr;
+std::atomic<SyncHook> g_sync_hook{nullptr};
 
 struct AtomicCounters {
   std::atomic<int64_t> ops{0}, hits{0}, misses{0}, executions{0}, flushes{0}, outputs{0}, replays{0};
@@ -346,6 +347,7 @@ void set_mode(Mode mode) { t_mode = mode; }
 void set_default_mode(Mode mode) { g_default_mode = mode; }
 
 void set_location_provider(LocationProvider provider) { g_location = provider; }
+void set_sync_hook(SyncHook hook) { g_sync_hook = hook; }
 void set_max_pending_ops(int64_t ops) { g_max_pending = ops > 0 ? ops : 1; }
 
 void run(OpCall call) {
@@ -440,6 +442,7 @@ runtime::BufferPtr dense_buffer(const TensorView& view) {
 void synchronize(int device) {
   flush("synchronize");
   wait_for_device(device);
+  if (SyncHook hook = g_sync_hook.load()) hook();
 }
 
 MarkerPtr record_marker(int device, bool timing) {

@@ -86,6 +86,11 @@ struct OpCall {
 using LocationProvider = std::string (*)();
 void set_location_provider(LocationProvider provider);
 
+// Called at the end of synchronize(): the ATen layer raises the errors that programs flagged on
+// the device (an index out of range) since the last sync point.
+using SyncHook = void (*)();
+void set_sync_hook(SyncHook hook);
+
 // Raised for errors in a program's compilation or execution, naming the op (and, for ops recorded
 // in defer-and-fuse, the user's line; the ATen layer adds the line in the other modes).
 class OpError : public std::runtime_error {

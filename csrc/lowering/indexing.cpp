@@ -20,6 +20,20 @@ std::string accumulate_combiner(DType dtype, bool multiply = false) {
   return multiply ? "stablehlo.multiply" : "stablehlo.add";
 }
 
+// A rank-0 bool: does any index lie outside [lowest, size)? XLA clamps such indices in a gather
+// and drops them in a scatter, where CPU raises; this is the flag of a checked lowering.
+Value any_outside(Builder& b, Value index, int64_t lowest, int64_t size) {
+  if (!index.valid() || numel(b.dims(index)) == 0) return b.constant(0, DType::Bool);
+  Value i = b.convert(index, DType::I64);
+  TensorType type = b.type(i);
+  Value bad = b.binary("stablehlo.or", b.compare(i, b.full(static_cast<double>(lowest), type), "LT"),
+                       b.compare(i, b.full(static_cast<double>(size), type), "GE"));
+  if (b.rank(bad) == 0) return bad;
+  return b.reduce(bad, b.constant(0, DType::Bool), all_dims(b.rank(bad)), "stablehlo.or");
+}
+
+Value any_of(Builder& b, Value x, Value y) { return b.binary("stablehlo.or", x, y); }
+
 // cat(tensors, dim): every input converted to the result dtype. Inputs without elements add
 // nothing, which also drops the legacy 1-D empty tensors whatever the others' shape.
 std::vector<Value> lower_cat(Context& ctx) {
@@ -56,13 +70,14 @@ std::vector<Value> lower_index_select(Context& ctx) {
   int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
   Value index = ctx.tensor(2);
   int64_t count = numel(b.dims(index));
-  if (count == 0 || numel(b.dims(x)) == 0) return {b.zeros(ctx.out_type())};
+  Value bad = any_outside(b, index, 0, b.dims(x)[dim]);
+  if (count == 0 || numel(b.dims(x)) == 0) return {b.zeros(ctx.out_type()), bad};
   Dims slice = b.dims(x), result = b.dims(x);
   slice[dim] = 1;
   result[dim] = count;
   Builder::GatherDims g{all_but(rank, dim), {dim}, {dim}, 1};
   Value rows = b.reshape(b.convert(index, DType::I64), {count, 1});
-  return {as_output(ctx, b.gather(x, rows, g, slice, result))};
+  return {as_output(ctx, b.gather(x, rows, g, slice, result)), bad};
 }
 
 // gather(self, dim, index, sparse_grad): out[i][j] = self[i][index[i][j]] for dim 1.
@@ -72,11 +87,12 @@ std::vector<Value> lower_gather(Context& ctx) {
   Value index = at_least_1d(b, ctx.tensor(2));
   int64_t rank = b.rank(x);
   if (b.rank(index) != rank) throw Unsupported(ctx.op + ": index rank differs from self");
-  if (numel(b.dims(index)) == 0) return {b.zeros(ctx.out_type())};
   int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
+  Value bad = any_outside(b, index, 0, b.dims(x)[dim]);
+  if (numel(b.dims(index)) == 0) return {b.zeros(ctx.out_type()), bad};
   Builder::GatherDims g{{}, all_dims(rank), all_dims(rank), rank};
   Value points = coordinates_along(b, index, dim, rank);
-  return {as_output(ctx, b.gather(x, points, g, Dims(rank, 1), b.dims(index)))};
+  return {as_output(ctx, b.gather(x, points, g, Dims(rank, 1), b.dims(index))), bad};
 }
 
 // Scatters `updates` (shaped like index) into self along `dim`.
@@ -96,8 +112,9 @@ std::vector<Value> scatter_family(Context& ctx, bool add) {
   DType dtype = b.dtype(self);
   int64_t rank = b.rank(self);
   if (b.rank(index) != rank) throw Unsupported(ctx.op + ": index rank differs from self");
-  if (numel(b.dims(index)) == 0) return {as_output(ctx, self)};
   int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
+  Value bad = any_outside(b, index, 0, b.dims(self)[dim]);
+  if (numel(b.dims(index)) == 0) return {as_output(ctx, self), bad};
   Dims index_dims = b.dims(index);
   Value updates;
   if (ctx.arg(3).kind == Kind::Number || b.rank(ctx.tensor(3)) == 0) {
@@ -117,7 +134,7 @@ std::vector<Value> scatter_family(Context& ctx, bool add) {
       throw Unsupported(ctx.op + ": reduce=" + reduce);
     }
   }
-  return {as_output(ctx, scatter_along(b, self, dim, index, updates, combiner))};
+  return {as_output(ctx, scatter_along(b, self, dim, index, updates, combiner)), bad};
 }
 
 std::vector<Value> lower_scatter(Context& ctx) { return scatter_family(ctx, false); }
@@ -132,8 +149,9 @@ std::vector<Value> lower_scatter_reduce(Context& ctx) {
   DType dtype = b.dtype(self);
   int64_t rank = b.rank(self);
   if (b.rank(index) != rank || dtype == DType::Bool) throw Unsupported(ctx.op + ": arguments");
-  if (numel(b.dims(index)) == 0) return {as_output(ctx, self)};
   int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
+  Value bad = any_outside(b, index, 0, b.dims(self)[dim]);
+  if (numel(b.dims(index)) == 0) return {as_output(ctx, self), bad};
   Dims index_dims = b.dims(index);
   Value src = b.slice(b.convert(at_least_1d(b, ctx.tensor(3)), dtype), Dims(rank, 0), index_dims,
                       Dims(rank, 1));
@@ -164,7 +182,7 @@ std::vector<Value> lower_scatter_reduce(Context& ctx) {
                                  b.full(1, {dtype, index_dims}), "stablehlo.add");
     result = b.div(result, b.max(counts, b.full(1, type)));
   }
-  return {as_output(ctx, result)};
+  return {as_output(ctx, result), bad};
 }
 
 // index_add(self, dim, index, source, alpha):
@@ -178,7 +196,8 @@ std::vector<Value> lower_index_add(Context& ctx) {
   int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
   Value index = ctx.tensor(2);
   int64_t count = numel(b.dims(index));
-  if (count == 0) return {as_output(ctx, self)};
+  Value bad = any_outside(b, index, 0, b.dims(self)[dim]);
+  if (count == 0) return {as_output(ctx, self), bad};
   Dims source_dims = b.dims(self);
   source_dims[dim] = count;
   Value source = b.reshape(b.convert(ctx.tensor(3), dtype), source_dims);
@@ -186,7 +205,7 @@ std::vector<Value> lower_index_add(Context& ctx) {
   if (alpha.valid()) source = b.mul(source, alpha);
   Builder::ScatterDims s{all_but(rank, dim), {dim}, {dim}, 1};
   Value rows = b.reshape(b.convert(index, DType::I64), {count, 1});
-  return {as_output(ctx, b.scatter(self, rows, source, s, "stablehlo.add"))};
+  return {as_output(ctx, b.scatter(self, rows, source, s, "stablehlo.add")), bad};
 }
 
 // Advanced indexing with integer tensors (the Tensor?[] of index / index_put). The index tensors
@@ -194,6 +213,7 @@ std::vector<Value> lower_index_add(Context& ctx) {
 // adjacent, and B in front of the remaining dims otherwise.
 struct AdvancedIndex {
   Value points;            // [*B, k] int64 coordinates into the indexed dims
+  Value out_of_range;      // rank-0 bool: some index lies outside [-size, size)
   Dims indexed;            // the dims of self that are indexed
   Dims result_dims;        // shape of self[indices]
   Dims window_positions;   // where self's remaining dims sit in the result
@@ -221,7 +241,9 @@ AdvancedIndex advanced_index(Context& ctx, Value self, const std::vector<Value>&
   Dims column = batch;
   column.push_back(1);
   std::vector<Value> coordinates;
+  a.out_of_range = b.constant(0, DType::Bool);
   for (int64_t d : a.indexed) {
+    a.out_of_range = any_of(b, a.out_of_range, any_outside(b, list[d], -shape[d], shape[d]));
     Value i = b.convert(list[d], DType::I64);
     // Negative indices count from the end.
     Value size = b.full(static_cast<double>(shape[d]), b.type(i));
@@ -247,11 +269,11 @@ std::vector<Value> lower_index(Context& ctx) {
   Builder& b = ctx.b;
   Value self = ctx.tensor(0);
   AdvancedIndex a = advanced_index(ctx, self, ctx.arg(1).values);
-  if (numel(a.result_dims) == 0 || numel(b.dims(self)) == 0) return {b.zeros(ctx.out_type())};
+  if (numel(a.result_dims) == 0 || numel(b.dims(self)) == 0) return {b.zeros(ctx.out_type()), a.out_of_range};
   Dims slice = b.dims(self);
   for (int64_t d : a.indexed) slice[d] = 1;
   Builder::GatherDims g{a.window_positions, a.indexed, a.indexed, a.batch_rank};
-  return {as_output(ctx, b.gather(self, a.points, g, slice, a.result_dims))};
+  return {as_output(ctx, b.gather(self, a.points, g, slice, a.result_dims)), a.out_of_range};
 }
 
 // self[mask] = values for a single boolean mask whose values do not depend on how many
@@ -294,14 +316,15 @@ std::vector<Value> lower_index_put(Context& ctx) {
     if (list[d].valid()) given.push_back(d);
   }
   if (given.size() == 1 && is_mask(b.dtype(list[given[0]]))) {
-    return {as_output(ctx, masked_put(ctx, self, given[0], list[given[0]], values, accumulate))};
+    return {as_output(ctx, masked_put(ctx, self, given[0], list[given[0]], values, accumulate)),
+            b.constant(0, DType::Bool)};
   }
   AdvancedIndex a = advanced_index(ctx, self, list);
-  if (numel(a.result_dims) == 0) return {as_output(ctx, self)};
+  if (numel(a.result_dims) == 0) return {as_output(ctx, self), a.out_of_range};
   Value updates = cast_to(b, values, b.dtype(self), a.result_dims);
   Builder::ScatterDims s{a.window_positions, a.indexed, a.indexed, a.batch_rank};
   std::string combiner = accumulate ? accumulate_combiner(b.dtype(self)) : "";
-  return {as_output(ctx, b.scatter(self, a.points, updates, s, combiner))};
+  return {as_output(ctx, b.scatter(self, a.points, updates, s, combiner)), a.out_of_range};
 }
 
 // constant_pad_nd(self, pad, value): pad pairs run from the last dim backwards; negative
@@ -460,15 +483,15 @@ std::vector<Value> lower_topk(Context& ctx) {
 }  // namespace
 
 TPU_LOWERING("cat", lower_cat);
-TPU_LOWERING("index_select", lower_index_select);
-TPU_LOWERING("gather", lower_gather);
-TPU_LOWERING("scatter", lower_scatter);
-TPU_LOWERING("scatter_add", lower_scatter_add);
-TPU_LOWERING("scatter_reduce", lower_scatter_reduce);
-TPU_LOWERING("index_add", lower_index_add);
-TPU_LOWERING("index", lower_index);
-TPU_LOWERING("index_put", lower_index_put);
-TPU_LOWERING("_index_put_impl", lower_index_put);
+TPU_CHECKED_LOWERING("index_select", lower_index_select);
+TPU_CHECKED_LOWERING("gather", lower_gather);
+TPU_CHECKED_LOWERING("scatter", lower_scatter);
+TPU_CHECKED_LOWERING("scatter_add", lower_scatter_add);
+TPU_CHECKED_LOWERING("scatter_reduce", lower_scatter_reduce);
+TPU_CHECKED_LOWERING("index_add", lower_index_add);
+TPU_CHECKED_LOWERING("index", lower_index);
+TPU_CHECKED_LOWERING("index_put", lower_index_put);
+TPU_CHECKED_LOWERING("_index_put_impl", lower_index_put);
 TPU_LOWERING("constant_pad_nd", lower_constant_pad_nd);
 TPU_LOWERING("flip", lower_flip);
 TPU_LOWERING("roll", lower_roll);

@@ -12,8 +12,8 @@ std::unordered_map<std::string, Entry>& table() {
 }
 }  // namespace
 
-void register_lowering(const std::string& name, Lowering fn, bool random) {
-  table()[name] = Entry{fn, random};
+void register_lowering(const std::string& name, Lowering fn, bool random, bool checked) {
+  table()[name] = Entry{fn, random, checked};
 }
 
 const Entry* find_lowering(const std::string& name) {

@@ -75,6 +75,11 @@ using Lowering = std::vector<Value> (*)(Context&);
 struct Entry {
   Lowering fn = nullptr;
   bool random = false;  // consumes the generator: gets rng_state
+  // Returns one result more than the op has: a rank-0 bool, true when the call's data was invalid
+  // in a way only the device can see (an index out of range). XLA clamps such indices instead of
+  // failing, so the ATen layer reads this flag (at the op in debug mode, at the next sync point
+  // otherwise) and raises what CPU raises.
+  bool checked = false;
 };
 
 // Thrown by a lowering for an argument combination it does not handle; the ATen layer then runs
@@ -84,14 +89,14 @@ class Unsupported : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-void register_lowering(const std::string& name, Lowering fn, bool random = false);
+void register_lowering(const std::string& name, Lowering fn, bool random = false, bool checked = false);
 // Looks up `name` ("add_"), then the name without a trailing underscore ("add").
 const Entry* find_lowering(const std::string& name);
 std::vector<std::string> lowered_op_names();
 
 struct Registrar {
-  Registrar(const char* name, Lowering fn, bool random = false) {
-    register_lowering(name, fn, random);
+  Registrar(const char* name, Lowering fn, bool random = false, bool checked = false) {
+    register_lowering(name, fn, random, checked);
   }
 };
 
@@ -104,3 +109,6 @@ struct Registrar {
   static ::tpu::lowering::Registrar TPU_LOWERING_CAT(tpu_lowering_, __COUNTER__)(name, fn)
 #define TPU_RANDOM_LOWERING(name, fn) \
   static ::tpu::lowering::Registrar TPU_LOWERING_CAT(tpu_lowering_, __COUNTER__)(name, fn, true)
+// A lowering that returns the error flag of Entry::checked after the op's results.
+#define TPU_CHECKED_LOWERING(name, fn) \
+  static ::tpu::lowering::Registrar TPU_LOWERING_CAT(tpu_lowering_, __COUNTER__)(name, fn, false, true)
