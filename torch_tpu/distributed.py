@@ -17,7 +17,7 @@ from . import _C
 
 BACKEND_NAME = "tpu_dist"
 
-__all__ = ["BACKEND_NAME", "is_available", "transport_of"]
+__all__ = ["BACKEND_NAME", "is_available", "transport_of", "staging_stats", "reset_staging_stats"]
 
 
 def is_available():
@@ -43,10 +43,25 @@ def _create_backend(dist_backend_opts, backend_options):
 
 def transport_of(group=None):
     """The Gloo backend that moves a process group's tpu tensors on this platform."""
+    return _backend_of(group).transport
+
+
+def _backend_of(group):
     import torch.distributed as dist
 
-    group = group or dist.group.WORLD
-    return group._get_backend(torch.device("tpu")).transport
+    return (group or dist.group.WORLD)._get_backend(torch.device("tpu"))
+
+
+def staging_stats(group=None):
+    """Where this process's blocking tpu_dist operations spent their time, summed since the last
+    reset: flush_seconds (running the pending graph the collective waited for), to_host_seconds,
+    transport_seconds (Gloo, including waiting for the slower ranks), to_device_seconds,
+    total_seconds; with operations, bytes_to_host and bytes_to_device."""
+    return dict(_backend_of(group).staging_stats())
+
+
+def reset_staging_stats(group=None):
+    _backend_of(group).reset_staging_stats()
 
 
 def _register():

@@ -10,22 +10,55 @@
 
 namespace tpu::distributed {
 
+at::Tensor HostStaging::buffer(const at::Tensor& like) {
+  auto options = like.options().device(at::kCPU);
+  size_t slot = next_++;
+  int64_t nbytes = like.numel() * static_cast<int64_t>(like.element_size());
+  if (nbytes < kMinBytes || slot >= kMaxSlots) return at::empty(like.sizes(), options);
+  if (slots_.size() <= slot) slots_.resize(slot + 1);
+  c10::Storage& storage = slots_[slot];
+  // A storage someone else still holds (a result handed out, a transport that kept it) is left to
+  // them, and this slot gets a new one.
+  if (!storage || static_cast<int64_t>(storage.nbytes()) < nbytes || storage.use_count() > 1) {
+    storage = at::empty({nbytes}, options.dtype(at::kByte)).storage();
+  }
+  return at::empty({0}, options).set_(storage, 0, like.sizes());
+}
+
 namespace {
 
 bool on_tpu(const at::Tensor& t) {
   return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
 }
 
+// The staging buffers of the blocking operation that this thread is running, when it holds them.
+thread_local HostStaging* t_staging = nullptr;
+
+at::Tensor host_buffer(const at::Tensor& like) {
+  if (t_staging) return t_staging->buffer(like);
+  return at::empty(like.sizes(), like.options().device(at::kCPU));
+}
+
 // Device -> host through the ordinary copy path, which waits for the value (and in
 // defer-and-fuse runs the graph that produces it). CPU tensors are used as they are.
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 at::Tensor stage_in(const at::Tensor& t) {
-  return on_tpu(t) ? t.to(at::kCPU).contiguous() : t;
+  if (!on_tpu(t)) return t;
+  at::Tensor host = host_buffer(t);
+  auto start = std::chrono::steady_clock::now();
+  host.copy_(t);
+  if (t_staging) {
+    t_staging->stats.to_host_seconds += seconds_since(start);
+    t_staging->stats.bytes_to_host += host.nbytes();
+  }
+  return host;
 }
 
 // A host buffer the transport writes; nothing is read from the device.
-at::Tensor stage_out(const at::Tensor& t) {
-  return on_tpu(t) ? at::empty(t.sizes(), t.options().device(at::kCPU)) : t;
-}
+at::Tensor stage_out(const at::Tensor& t) { return on_tpu(t) ? host_buffer(t) : t; }
 
 std::vector<at::Tensor> stage_in(const std::vector<at::Tensor>& ts) {
   std::vector<at::Tensor> out;
@@ -60,7 +93,12 @@ void copy_back(const std::vector<at::Tensor>& dst, const std::vector<at::Tensor>
   for (size_t i = 0; i < dst.size(); ++i) {
     if (on_tpu(dst[i])) {
       at::Tensor d = dst[i];
+      auto start = std::chrono::steady_clock::now();
       d.copy_(host[i]);
+      if (t_staging) {
+        t_staging->stats.to_device_seconds += seconds_since(start);
+        t_staging->stats.bytes_to_device += host[i].nbytes();
+      }
     }
   }
 }
@@ -242,10 +280,25 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::run(
   // Anything the graph still owes is run first: the collective reads device values, and in
   // defer-and-fuse every rank's graphs then end at the same places, so MPMD work on one rank
   // never changes what the others compile.
-  if (std::any_of(involved.begin(), involved.end(), on_tpu)) exec::flush("collective");
+  auto start = std::chrono::steady_clock::now();
+  bool staged = std::any_of(involved.begin(), involved.end(), on_tpu);
+  if (staged) exec::flush("collective");
+  double flush_seconds = seconds_since(start);
   if (agreement) {
     ++sequence_;
     if (exec::current_mode() == exec::Mode::Debug) check_agreement(name, *agreement);
+  }
+  // A blocking operation reuses this group's host buffers: allocating and faulting in fresh
+  // pages for every large collective costs as much as copying the data. Another thread already
+  // using them (or a non-blocking operation, whose buffers outlive this call) allocates its own.
+  std::unique_lock<std::mutex> staging_lock(staging_mutex_, std::defer_lock);
+  struct StagingScope {
+    HostStaging* previous = t_staging;
+    ~StagingScope() { t_staging = previous; }
+  } scope;
+  if (blocking && staging_lock.try_lock()) {
+    staging_.begin();
+    t_staging = &staging_;
   }
   c10::intrusive_ptr<c10d::Work> inner;
   try {
@@ -260,7 +313,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::run(
   auto work = c10::make_intrusive<TpuWork>(rank_, type, name, std::move(outputs), std::move(inner),
                                            std::move(finish), timeout_);
   if (blocking) work->complete();
+  // Only operations that staged tpu tensors count: the stats say what staging costs.
+  if (t_staging && staged) {
+    t_staging->stats.operations += 1;
+    t_staging->stats.flush_seconds += flush_seconds;
+    t_staging->stats.total_seconds += seconds_since(start);
+  }
   return work;
+}
+
+StagingStats ProcessGroupTPU::staging_stats() {
+  std::lock_guard<std::mutex> lock(staging_mutex_);
+  return staging_.stats;
+}
+
+void ProcessGroupTPU::reset_staging_stats() {
+  std::lock_guard<std::mutex> lock(staging_mutex_);
+  staging_.stats = StagingStats();
 }
 
 namespace {

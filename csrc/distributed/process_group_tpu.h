@@ -51,6 +51,34 @@ class TpuWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
+// Host buffers reused by successive blocking operations, one per staged tensor of an operation.
+// Small tensors are not pooled: their allocation is cheap and pooling them would pin memory for
+// nothing.
+// Where a blocking operation's time went: running the graph the collective waited for, copying to
+// the host, the transport, copying back. Accumulated over the operations that held the buffers.
+struct StagingStats {
+  int64_t operations = 0;
+  int64_t bytes_to_host = 0;
+  int64_t bytes_to_device = 0;
+  double flush_seconds = 0;
+  double to_host_seconds = 0;
+  double to_device_seconds = 0;
+  double total_seconds = 0;  // the transport's share is what the other three leave
+};
+
+class HostStaging {
+ public:
+  void begin() { next_ = 0; }
+  at::Tensor buffer(const at::Tensor& like);
+  StagingStats stats;
+
+ private:
+  static constexpr int64_t kMinBytes = 64 * 1024;
+  static constexpr size_t kMaxSlots = 16;
+  std::vector<c10::Storage> slots_;
+  size_t next_ = 0;
+};
+
 class ProcessGroupTPU : public c10d::Backend {
  public:
   ProcessGroupTPU(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size,
@@ -113,6 +141,8 @@ class ProcessGroupTPU : public c10d::Backend {
 
   // Collectives run so far (the debug mode's agreement check numbers them).
   int64_t collectives() const { return sequence_; }
+  StagingStats staging_stats();
+  void reset_staging_stats();
 
  private:
   // Runs one operation: the executor's pending work is flushed (a collective is a sync point);
@@ -129,6 +159,8 @@ class ProcessGroupTPU : public c10d::Backend {
 
   c10::intrusive_ptr<c10d::Backend> transport_;
   std::chrono::milliseconds timeout_;
+  std::mutex staging_mutex_;
+  HostStaging staging_;
   int64_t sequence_ = 0;
 };
 

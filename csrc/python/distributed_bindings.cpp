@@ -22,7 +22,23 @@ void register_distributed_bindings(py::module& m) {
            }),
            py::arg("transport"), py::arg("rank"), py::arg("size"), py::arg("timeout"))
       .def_property_readonly("transport", &ProcessGroupTPU::transport)
-      .def_property_readonly("collectives", &ProcessGroupTPU::collectives);
+      .def_property_readonly("collectives", &ProcessGroupTPU::collectives)
+      .def("staging_stats",
+           [](ProcessGroupTPU& self) {
+             auto s = self.staging_stats();
+             py::dict d;
+             d["operations"] = s.operations;
+             d["bytes_to_host"] = s.bytes_to_host;
+             d["bytes_to_device"] = s.bytes_to_device;
+             d["flush_seconds"] = s.flush_seconds;
+             d["to_host_seconds"] = s.to_host_seconds;
+             d["to_device_seconds"] = s.to_device_seconds;
+             d["transport_seconds"] =
+                 s.total_seconds - s.flush_seconds - s.to_host_seconds - s.to_device_seconds;
+             d["total_seconds"] = s.total_seconds;
+             return d;
+           })
+      .def("reset_staging_stats", &ProcessGroupTPU::reset_staging_stats);
 }
 
 }  // namespace tpu::python
