@@ -28,6 +28,7 @@ bench: build
 	$(PY) benchmarks/dispatch.py
 	$(PY) benchmarks/cache_warmstart.py
 	$(PY) benchmarks/modes.py --quick
+	$(VENV)/bin/torchrun --nproc-per-node 2 benchmarks/allreduce.py
 
 # Every Hugging Face architecture in every mode (long; resumes from model_zoo_results/).
 zoo: build
