@@ -1,5 +1,7 @@
 """What the model-zoo sweep (python -m torch_tpu.tools.model_zoo) found wrong, each fixed where it
 lived and pinned here against the CPU, in every eager mode and with no CPU fallback."""
+import copy
+
 import pytest
 import torch
 
@@ -86,3 +88,66 @@ def test_shared_buffers_stay_shared_through_to_tpu(mode):
     b.register_buffer("table", table)
     moved = torch.nn.ModuleList([a, b]).to("tpu")
     assert moved[0].table is moved[1].table and moved[0].table.device.type == "tpu"
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_batch_norm_training_updates_running_statistics_on_device(mode, no_fallback, momentum):
+    # BatchNorm in training mode (every convolutional network's training step) updates its
+    # running statistics in place; that used to take the CPU fallback.
+    torch.manual_seed(0)
+    cpu = torch.nn.BatchNorm2d(3, momentum=momentum).train()
+    tpu = torch.nn.BatchNorm2d(3, momentum=momentum).train().to("tpu")
+    x = torch.randn(4, 3, 5, 5) * 2 + 1
+    for step in range(2):
+        xc = x.clone().requires_grad_()
+        xt = x.to("tpu").requires_grad_()
+        expected, actual = cpu(xc), tpu(xt)
+        torch.testing.assert_close(actual.cpu(), expected, rtol=1e-4, atol=1e-5)
+        seed = torch.randn_like(expected)
+        expected.backward(seed)
+        actual.backward(seed.to("tpu"))
+        torch.testing.assert_close(xt.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-5)
+        x = x * 0.5 - 0.25
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        torch.testing.assert_close(getattr(tpu, name).cpu(), getattr(cpu, name), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(tpu.weight.grad.cpu(), cpu.weight.grad, rtol=1e-4, atol=1e-5)
+    tpu.eval()
+    cpu.eval()
+    torch.testing.assert_close(tpu(x.to("tpu")).cpu(), cpu(x), rtol=1e-4, atol=1e-5)
+
+
+def test_batch_norm_with_one_running_statistic_raises_as_on_cpu(mode):
+    x = torch.randn(4, 3, 5)
+    for device in ("cpu", "tpu"):
+        with pytest.raises(ValueError, match="running_mean and running_var"):
+            torch.native_batch_norm(x.to(device), None, None, torch.zeros(3, device=device),
+                                    None, True, 0.1, 1e-5)
+
+
+@pytest.mark.parametrize("dim", [0, 2])
+def test_weight_norm_forward_and_backward_match_cpu(mode, no_fallback, dim):
+    # The positional convolution of wav2vec2, HuBERT and WavLM is weight-normalised.
+    torch.manual_seed(0)
+    v = torch.randn(4, 3, 5)
+    g = torch.randn([v.shape[d] if d == dim else 1 for d in range(3)])
+    cv, cg = v.clone().requires_grad_(), g.clone().requires_grad_()
+    tv, tg = v.to("tpu").requires_grad_(), g.to("tpu").requires_grad_()
+    expected = torch._weight_norm(cv, cg, dim)
+    actual = torch._weight_norm(tv, tg, dim)
+    torch.testing.assert_close(actual.cpu(), expected, rtol=1e-5, atol=1e-6)
+    seed = torch.randn_like(expected)
+    expected.backward(seed)
+    actual.backward(seed.to("tpu"))
+    torch.testing.assert_close(tv.grad.cpu(), cv.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(tg.grad.cpu(), cg.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_weight_norm_parametrized_conv_trains_as_on_cpu(mode, no_fallback):
+    torch.manual_seed(0)
+    conv = torch.nn.utils.parametrizations.weight_norm(torch.nn.Conv1d(4, 4, 3, padding=1), dim=2)
+    tpu = copy.deepcopy(conv).to("tpu")
+    x = torch.randn(2, 4, 7)
+    conv(x).square().mean().backward()
+    tpu(x.to("tpu")).square().mean().backward()
+    for (name, p), q in zip(conv.named_parameters(), tpu.parameters()):
+        torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-4, atol=1e-5, msg=name)
