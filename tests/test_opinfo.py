@@ -37,7 +37,8 @@ SLICE = [
     "nansum", "aminmax", "trace",
     # sort / indexing / shape
     "sort", "topk", "cat", "index_select", "gather", "scatter_add", "index_add", "index_put",
-    "flip", "roll", "tril", "nn.functional.pad.constant",
+    "flip", "roll", "tril", "nn.functional.pad.constant", "nn.functional.pad.reflect",
+    "nn.functional.pad.replicate",
     # matrix products
     "mm", "bmm", "addmm", "mv",
     # nn layers and losses
@@ -47,7 +48,10 @@ SLICE = [
     "nn.functional.embedding",
     # convolution and pooling
     "nn.functional.conv2d", "nn.functional.conv_transpose2d", "nn.functional.max_pool2d",
-    "nn.functional.avg_pool2d", "nn.functional.adaptive_avg_pool2d",
+    "nn.functional.avg_pool2d", "nn.functional.adaptive_avg_pool2d", "nn.functional.max_unpool2d",
+    # resampling
+    "nn.functional.interpolate.nearest", "nn.functional.interpolate.bilinear",
+    "nn.functional.interpolate.bicubic",
 ]
 
 # Samples per op and direction in the slice: the first ones cover the common shapes, and the

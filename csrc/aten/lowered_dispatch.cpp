@@ -80,7 +80,8 @@ std::vector<PendingCheck> g_checks;
 // What CPU raises for an out-of-range index of `op` (the first line of CPU's message, then ours).
 [[noreturn]] void raise_index_error(const std::string& op) {
   static const std::set<std::string> runtime_errors = {"aten::gather", "aten::scatter", "aten::scatter_add",
-                                                       "aten::scatter_reduce", "aten::index_add"};
+                                                       "aten::scatter_reduce", "aten::index_add",
+                                                       "aten::max_unpool2d", "aten::max_unpool3d"};
   std::string base = op.substr(0, op.find('.'));
   if (!base.empty() && base.back() == '_') base.pop_back();
   std::string message = op + ": index out of range in self (an index lies outside the dimension it "
@@ -89,11 +90,11 @@ std::vector<PendingCheck> g_checks;
   TORCH_CHECK_INDEX(false, message);
 }
 
-void note_check(const at::Tensor& flag, const c10::FunctionSchema& schema) {
+void note_check(const at::Tensor& flag, const std::string& op) {
   size_t pending;
   {
     std::lock_guard<std::mutex> lock(g_checks_mutex);
-    g_checks.push_back({flag, display_name(schema)});
+    g_checks.push_back({flag, op});
     pending = g_checks.size();
   }
   // Each pending flag keeps a one-byte device buffer alive; a program that never syncs is read
@@ -588,7 +589,7 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     results = builder.plan_outputs(*shapes);
     at::Tensor flag = builder.flag();
     exec::run(builder.take_call());
-    if (flag.defined()) note_check(flag, op.schema());
+    if (flag.defined()) note_check(flag, display_name(op.schema()));
   } catch (const NotLowerable&) {
     return false;
   } catch (const lowering::Unsupported&) {
@@ -613,6 +614,15 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 }  // namespace
+
+void note_device_check(const at::Tensor& flag, const std::string& op) { note_check(flag, op); }
+
+std::unordered_map<const exec::Storage*, std::string> pending_device_checks() {
+  std::unordered_map<const exec::Storage*, std::string> ops;
+  std::lock_guard<std::mutex> lock(g_checks_mutex);
+  for (const auto& check : g_checks) ops.emplace(storage_of(check.flag).get(), check.op);
+  return ops;
+}
 
 void raise_device_errors() {
   std::vector<PendingCheck> checks;

@@ -52,6 +52,12 @@ std::string scalar_literal(double value, DType dtype) {
       std::snprintf(buf, sizeof buf, "0x%016" PRIX64, bits);
       return buf;
     }
+    case DType::C64:
+    case DType::C128: {
+      // (real, imaginary): zeros of complex storages never written (the CPU fallback's results).
+      DType part = dtype == DType::C64 ? DType::F32 : DType::F64;
+      return "(" + scalar_literal(value, part) + ", " + scalar_literal(0.0, part) + ")";
+    }
     default:
       break;
   }

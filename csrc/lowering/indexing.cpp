@@ -185,6 +185,54 @@ std::vector<Value> lower_scatter_reduce(Context& ctx) {
   return {as_output(ctx, result), bad};
 }
 
+// max_unpool2d(self, indices, output_size) and max_unpool3d(self, indices, output_size, stride,
+// padding): each value goes to its flat index within its (N, C) plane of the output.
+std::vector<Value> lower_max_unpool(Context& ctx) {
+  Builder& b = ctx.b;
+  Value self = ctx.tensor(0), indices = ctx.tensor(1);
+  const Dims& out_dims = ctx.outputs.at(0).dims;
+  int64_t spatial = static_cast<int64_t>(ctx.arg(2).ints.size());
+  int64_t rank = b.rank(self);
+  if (b.dims(indices) != b.dims(self) || rank < spatial) throw Unsupported(ctx.op + ": shapes");
+  int64_t lead = rank - spatial;
+  int64_t plane = 1;
+  for (int64_t d = lead; d < rank; ++d) plane *= out_dims[d];
+  Dims flat_in(b.dims(self).begin(), b.dims(self).begin() + lead), flat_out = flat_in;
+  Dims trailing;
+  for (int64_t d = lead; d < rank; ++d) trailing.push_back(d);
+  flat_in.push_back(count_over(b.dims(self), trailing));
+  flat_out.push_back(plane);
+  Value bad = any_outside(b, indices, 0, plane);
+  if (numel(out_dims) == 0 || numel(b.dims(self)) == 0) return {b.zeros(ctx.out_type()), bad};
+  Value values = b.reshape(self, flat_in);
+  Value where = b.reshape(indices, flat_in);
+  Value out = scatter_along(b, b.zeros({b.dtype(self), flat_out}), lead, where, values, "");
+  return {as_output(ctx, b.reshape(out, out_dims)), bad};
+}
+
+// max_pool_double_backward(grad, indices, dim): the gradient of max_unpool, a gather of grad at
+// the pooling indices within each plane of the last `dim` dims.
+std::vector<Value> lower_max_pool_double_backward(Context& ctx) {
+  Builder& b = ctx.b;
+  Value grad = ctx.tensor(0), indices = ctx.tensor(1);
+  int64_t spatial = ctx.int_arg(2, 2);
+  int64_t rank = b.rank(grad);
+  if (b.rank(indices) != rank || rank < spatial) throw Unsupported(ctx.op + ": shapes");
+  int64_t lead = rank - spatial;
+  Dims flat_grad(b.dims(grad).begin(), b.dims(grad).begin() + lead), flat_index = flat_grad;
+  Dims trailing;
+  for (int64_t d = lead; d < rank; ++d) trailing.push_back(d);
+  flat_grad.push_back(count_over(b.dims(grad), trailing));
+  flat_index.push_back(count_over(b.dims(indices), trailing));
+  if (numel(b.dims(indices)) == 0 || numel(b.dims(grad)) == 0) return {b.zeros(ctx.out_type())};
+  Value g = b.reshape(grad, flat_grad);
+  Value where = b.reshape(indices, flat_index);
+  int64_t r = static_cast<int64_t>(flat_grad.size());
+  Builder::GatherDims dims{{}, all_dims(r), all_dims(r), r};
+  Value picked = b.gather(g, coordinates_along(b, where, lead, r), dims, Dims(r, 1), flat_index);
+  return {as_output(ctx, b.reshape(picked, b.dims(indices)))};
+}
+
 // index_add(self, dim, index, source, alpha):
 // self[..., index[i], ...] += alpha * source[..., i, ...]
 std::vector<Value> lower_index_add(Context& ctx) {
@@ -489,6 +537,9 @@ TPU_CHECKED_LOWERING("scatter", lower_scatter);
 TPU_CHECKED_LOWERING("scatter_add", lower_scatter_add);
 TPU_CHECKED_LOWERING("scatter_reduce", lower_scatter_reduce);
 TPU_CHECKED_LOWERING("index_add", lower_index_add);
+TPU_CHECKED_LOWERING("max_unpool2d", lower_max_unpool);
+TPU_CHECKED_LOWERING("max_unpool3d", lower_max_unpool);
+TPU_LOWERING("max_pool_double_backward", lower_max_pool_double_backward);
 TPU_CHECKED_LOWERING("index", lower_index);
 TPU_CHECKED_LOWERING("index_put", lower_index_put);
 TPU_CHECKED_LOWERING("_index_put_impl", lower_index_put);

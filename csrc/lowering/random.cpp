@@ -34,28 +34,75 @@ std::vector<Value> lower_uniform(Context& ctx) {
   return {ctx.b.convert(ctx.b.add(from, ctx.b.mul(u, ctx.b.sub(to, from))), out.dtype)};
 }
 
-std::vector<Value> lower_normal(Context& ctx) {
-  Builder& b = ctx.b;
-  TensorType out = ctx.out_type();
-  DType c = compute_type(out.dtype);
-  // Box-Muller over two independent uniform draws stacked along a new leading dim.
-  Dims two = out.dims;
+// Standard normal samples: Box-Muller over two independent uniform draws stacked along a new
+// leading dim.
+Value standard_normal(Builder& b, Value state, const Dims& dims, DType c) {
+  Dims two = dims;
   two.insert(two.begin(), 2);
-  Value u = uniform01(b, ctx.rng_state, two, c);
+  Value u = uniform01(b, state, two, c);
   Dims start(two.size(), 0), limit = two, step(two.size(), 1);
   limit[0] = 1;
-  Value u1 = b.reshape(b.slice(u, start, limit, step), out.dims);
+  Value u1 = b.reshape(b.slice(u, start, limit, step), dims);
   start[0] = 1;
   limit[0] = 2;
-  Value u2 = b.reshape(b.slice(u, start, limit, step), out.dims);
-  TensorType ct{c, out.dims};
+  Value u2 = b.reshape(b.slice(u, start, limit, step), dims);
+  TensorType ct{c, dims};
   Value radius = b.unary("stablehlo.sqrt",
                          b.mul(b.full(-2.0, ct), b.unary("stablehlo.log", b.sub(b.full(1.0, ct), u1))));
   Value angle = b.mul(b.full(2.0 * M_PI, ct), u2);
-  Value z = b.mul(radius, b.unary("stablehlo.cosine", angle));
-  Value mean = operand_as(ctx, 1, c, out.dims);
-  Value std = operand_as(ctx, 2, c, out.dims);
-  return {b.convert(b.add(mean, b.mul(z, std)), out.dtype)};
+  return b.mul(radius, b.unary("stablehlo.cosine", angle));
+}
+
+// mean + std * N(0, 1) with mean and std at the given argument positions.
+Value normal_from(Context& ctx, size_t mean_index, size_t std_index) {
+  Builder& b = ctx.b;
+  TensorType out = ctx.out_type();
+  DType c = compute_type(out.dtype);
+  Value z = standard_normal(b, ctx.rng_state, out.dims, c);
+  Value mean = operand_as(ctx, mean_index, c, out.dims);
+  Value std = operand_as(ctx, std_index, c, out.dims);
+  return b.add(mean, b.mul(z, std));
+}
+
+// normal_(self, mean, std)
+std::vector<Value> lower_normal(Context& ctx) {
+  return {ctx.b.convert(normal_from(ctx, 1, 2), ctx.out_type().dtype)};
+}
+
+// normal(mean, std) with a tensor for either or both.
+std::vector<Value> lower_normal_functional(Context& ctx) {
+  return {ctx.b.convert(normal_from(ctx, 0, 1), ctx.out_type().dtype)};
+}
+
+// log_normal_(self, mean, std): exp of a normal sample.
+std::vector<Value> lower_log_normal(Context& ctx) {
+  return {ctx.b.convert(ctx.b.unary("stablehlo.exponential", normal_from(ctx, 1, 2)), ctx.out_type().dtype)};
+}
+
+// cauchy_(self, median, sigma): median + sigma * tan(pi (u - 1/2)).
+std::vector<Value> lower_cauchy(Context& ctx) {
+  Builder& b = ctx.b;
+  TensorType out = ctx.out_type();
+  DType c = compute_type(out.dtype);
+  TensorType ct{c, out.dims};
+  Value u = uniform01(b, ctx.rng_state, out.dims, c);
+  Value t = b.unary("stablehlo.tan", b.mul(b.full(M_PI, ct), b.sub(u, b.full(0.5, ct))));
+  Value median = operand_as(ctx, 1, c, out.dims), sigma = operand_as(ctx, 2, c, out.dims);
+  return {b.convert(b.add(median, b.mul(sigma, t)), out.dtype)};
+}
+
+// geometric_(self, p): the number of Bernoulli(p) trials up to the first success,
+// ceil(log(u) / log(1 - p)) for u in (0, 1].
+std::vector<Value> lower_geometric(Context& ctx) {
+  Builder& b = ctx.b;
+  TensorType out = ctx.out_type();
+  DType c = compute_type(out.dtype);
+  TensorType ct{c, out.dims};
+  Value u = b.sub(b.full(1.0, ct), uniform01(b, ctx.rng_state, out.dims, c));
+  Value p = operand_as(ctx, 1, c, out.dims);
+  Value trials = b.unary("stablehlo.ceil", b.div(b.unary("stablehlo.log", u),
+                                                 b.unary("stablehlo.log_plus_one", b.unary("stablehlo.negate", p))));
+  return {b.convert(trials, out.dtype)};
 }
 
 // random_(self, from, to) / random_(self, to): integers in [from, to). The bounds are ints in the
@@ -128,6 +175,10 @@ std::vector<Value> lower_native_dropout(Context& ctx) {
 
 TPU_RANDOM_LOWERING("uniform_", lower_uniform);
 TPU_RANDOM_LOWERING("normal_", lower_normal);
+TPU_RANDOM_LOWERING("normal", lower_normal_functional);
+TPU_RANDOM_LOWERING("log_normal_", lower_log_normal);
+TPU_RANDOM_LOWERING("cauchy_", lower_cauchy);
+TPU_RANDOM_LOWERING("geometric_", lower_geometric);
 TPU_RANDOM_LOWERING("random_", lower_random);
 TPU_RANDOM_LOWERING("bernoulli_", lower_bernoulli);
 TPU_RANDOM_LOWERING("bernoulli", lower_bernoulli);

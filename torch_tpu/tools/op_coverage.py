@@ -274,7 +274,8 @@ def main(argv=None):
                         help="at most this many samples per op and dtype")
     parser.add_argument("--no-backward", action="store_true")
     parser.add_argument("--jobs", type=int, default=max(1, min(4, os.cpu_count() or 1)))
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per op")
+    # max_unpool2d and the 3-D pools compile one program per sample shape: minutes on 2 cores.
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per op")
     parser.add_argument("--out", default="op_coverage")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
