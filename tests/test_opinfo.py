@@ -37,7 +37,8 @@ SLICE = [
     "nansum", "aminmax", "trace",
     # sort / indexing / shape
     "sort", "topk", "cat", "index_select", "gather", "scatter_add", "index_add", "index_put",
-    "flip", "roll", "tril", "nn.functional.pad.constant", "nn.functional.pad.reflect",
+    "flip", "roll", "tril", "nn.functional.pad.constant", "nn.functional.pad.reflect", "take",
+    "index_copy", "index_fill", "searchsorted", "isin", "histc",
     "nn.functional.pad.replicate",
     # matrix products
     "mm", "bmm", "addmm", "mv",

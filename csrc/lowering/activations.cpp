@@ -397,5 +397,81 @@ std::vector<Value> lower_shrink_backward(Context& ctx) {
 }
 TPU_LOWERING("hardshrink_backward", lower_shrink_backward);
 TPU_LOWERING("softshrink_backward", lower_shrink_backward);
+
+// glu(self, dim): a * sigmoid(b) for the two halves a, b of self along dim.
+struct Halves {
+  Value a, b;
+  int64_t dim;
+};
+Halves halves(Builder& b, Value x, int64_t dim) {
+  Dims start(b.rank(x), 0), limit = b.dims(x), step(b.rank(x), 1);
+  int64_t half = limit[dim] / 2;
+  limit[dim] = half;
+  Value first = b.slice(x, start, limit, step);
+  start[dim] = half;
+  limit[dim] = 2 * half;
+  return {first, b.slice(x, start, limit, step), dim};
+}
+
+std::vector<Value> lower_glu(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  Builder& b = ctx.b;
+  Value x = b.convert(ctx.tensor(0), r.compute);
+  Halves h = halves(b, x, wrap_dim(ctx.int_arg(1, -1), b.rank(x)));
+  return finish(ctx, r, b.mul(h.a, sigmoid(b, h.b)));
+}
+TPU_LOWERING("glu", lower_glu);
+
+// glu_backward(grad_output, self, dim): [grad * sigmoid(b), grad * a * sigmoid(b) (1 - sigmoid(b))]
+std::vector<Value> lower_glu_backward(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  Builder& b = ctx.b;
+  Value grad = b.convert(ctx.tensor(0), r.compute);
+  Value x = b.convert(ctx.tensor(1), r.compute);
+  Halves h = halves(b, x, wrap_dim(ctx.int_arg(2, -1), b.rank(x)));
+  Value s = sigmoid(b, h.b);
+  Value grad_a = b.mul(grad, s);
+  Value grad_b = b.mul(b.mul(grad_a, h.a), b.sub(splat(b, 1, s), s));
+  return finish(ctx, r, b.concatenate({grad_a, grad_b}, h.dim));
+}
+TPU_LOWERING("glu_backward", lower_glu_backward);
+
+// `v` summed down to `dims` (numpy broadcasting in reverse).
+Value sum_to(Builder& b, Value v, const Dims& dims) {
+  const Dims& from = b.dims(v);
+  int64_t lead = static_cast<int64_t>(from.size()) - static_cast<int64_t>(dims.size());
+  Dims reduced;
+  for (int64_t d = 0; d < static_cast<int64_t>(from.size()); ++d) {
+    if (d < lead || (dims[d - lead] == 1 && from[d] != 1)) reduced.push_back(d);
+  }
+  return b.reshape(sum_over(b, v, reduced), dims);
+}
+
+// _prelu_kernel(self, weight): x where x > 0, else weight * x (weight broadcasts).
+std::vector<Value> lower_prelu(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  Builder& b = ctx.b;
+  Value x = arg_as(ctx, 0, r), w = arg_as(ctx, 1, r);
+  return finish(ctx, r, b.select(greater(b, x, zeros_like(b, x)), x, b.mul(w, x)));
+}
+TPU_LOWERING("_prelu_kernel", lower_prelu);
+
+// _prelu_kernel_backward(grad_output, self, weight) -> (grad_self, grad_weight)
+std::vector<Value> lower_prelu_backward(Context& ctx) {
+  Builder& b = ctx.b;
+  DType dtype = ctx.outputs.at(0).dtype;
+  if (!is_floating(dtype)) throw Unsupported(ctx.op + ": non-floating");
+  DType c = accumulation_type(dtype);
+  Dims full = broadcast_shape(b.dims(ctx.tensor(1)), b.dims(ctx.tensor(2)));
+  full = broadcast_shape(full, b.dims(ctx.tensor(0)));
+  Value grad = operand_as(ctx, 0, c, full), x = operand_as(ctx, 1, c, full), w = operand_as(ctx, 2, c, full);
+  Value positive = greater(b, x, zeros_like(b, x));
+  Value grad_x = b.select(positive, grad, b.mul(w, grad));
+  Value grad_w = b.select(positive, zeros_like(b, x), b.mul(x, grad));
+  return {b.convert(sum_to(b, grad_x, ctx.outputs.at(0).dims), dtype),
+          b.convert(sum_to(b, grad_w, ctx.outputs.at(1).dims), ctx.outputs.at(1).dtype)};
+}
+TPU_LOWERING("_prelu_kernel_backward", lower_prelu_backward);
+
 }  // namespace
 }  // namespace tpu::lowering

@@ -185,6 +185,96 @@ std::vector<Value> lower_scatter_reduce(Context& ctx) {
   return {as_output(ctx, result), bad};
 }
 
+// Indices into a dim of `size` that may count from the end, wrapped into [0, size).
+Value wrap_negative(Builder& b, Value index, int64_t size) {
+  Value i = b.convert(index, DType::I64);
+  TensorType t = b.type(i);
+  return b.select(b.compare(i, b.zeros(t), "LT"), b.add(i, b.full(static_cast<double>(size), t)), i);
+}
+
+// take(self, index): self.flatten()[index], negative indices from the end.
+std::vector<Value> lower_take(Context& ctx) {
+  Builder& b = ctx.b;
+  Value self = ctx.tensor(0), index = ctx.tensor(1);
+  int64_t n = numel(b.dims(self));
+  int64_t count = numel(b.dims(index));
+  Value bad = any_outside(b, index, -n, n);
+  if (count == 0) return {b.zeros(ctx.out_type()), bad};
+  if (n == 0) return {b.zeros(ctx.out_type()), b.constant(1, DType::Bool)};
+  Value flat = b.reshape(self, {n});
+  Value rows = b.reshape(wrap_negative(b, index, n), {count, 1});
+  Builder::GatherDims g{{}, {0}, {0}, 1};
+  Value picked = b.gather(flat, rows, g, {1}, {count});
+  return {as_output(ctx, b.reshape(picked, b.dims(index))), bad};
+}
+
+// put(self, index, source, accumulate): self.flatten()[index] = source (or +=).
+std::vector<Value> lower_put(Context& ctx) {
+  Builder& b = ctx.b;
+  Value self = ctx.tensor(0), index = ctx.tensor(1);
+  int64_t n = numel(b.dims(self));
+  int64_t count = numel(b.dims(index));
+  Value bad = any_outside(b, index, -n, n);
+  if (count == 0 || n == 0) return {as_output(ctx, self), bad};
+  Value flat = b.reshape(self, {n});
+  Value source = b.reshape(b.convert(ctx.tensor(2), b.dtype(self)), {count});
+  Value rows = b.reshape(wrap_negative(b, index, n), {count, 1});
+  Builder::ScatterDims s{{}, {0}, {0}, 1};
+  std::string combiner = ctx.bool_arg(3, false) ? accumulate_combiner(b.dtype(self)) : "";
+  return {as_output(ctx, b.reshape(b.scatter(flat, rows, source, s, combiner), b.dims(self))), bad};
+}
+
+// index_copy(self, dim, index, source): self[..., index[i], ...] = source[..., i, ...]
+std::vector<Value> lower_index_copy(Context& ctx) {
+  Builder& b = ctx.b;
+  Value self = at_least_1d(b, ctx.tensor(0));
+  int64_t rank = b.rank(self);
+  int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
+  Value index = ctx.tensor(2);
+  int64_t count = numel(b.dims(index));
+  Value bad = any_outside(b, index, 0, b.dims(self)[dim]);
+  if (count == 0 || numel(b.dims(self)) == 0) return {as_output(ctx, self), bad};
+  Dims source_dims = b.dims(self);
+  source_dims[dim] = count;
+  Value source = b.reshape(b.convert(ctx.tensor(3), b.dtype(self)), source_dims);
+  Builder::ScatterDims s{all_but(rank, dim), {dim}, {dim}, 1};
+  Value rows = b.reshape(b.convert(index, DType::I64), {count, 1});
+  return {as_output(ctx, b.scatter(self, rows, source, s, "")), bad};
+}
+
+// index_fill(self, dim, index, value): the positions index names along dim take value.
+std::vector<Value> lower_index_fill(Context& ctx) {
+  Builder& b = ctx.b;
+  Value self = at_least_1d(b, ctx.tensor(0));
+  int64_t rank = b.rank(self);
+  int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
+  int64_t size = b.dims(self)[dim];
+  Value index = ctx.tensor(2);
+  int64_t count = numel(b.dims(index));
+  Value bad = any_outside(b, index, -size, size);
+  if (count == 0 || numel(b.dims(self)) == 0) return {as_output(ctx, self), bad};
+  Builder::ScatterDims s{{}, {0}, {0}, 1};
+  Value rows = b.reshape(wrap_negative(b, index, size), {count, 1});
+  Value hit = b.scatter(b.zeros({DType::Bool, {size}}), rows, b.full(1, {DType::Bool, {count}}), s, "");
+  Value where = b.broadcast_in_dim(hit, b.dims(self), {dim});
+  Value fill = cast_to(b, b.reshape(ctx.tensor(3), {}), b.dtype(self), b.dims(self));
+  return {as_output(ctx, b.select(where, fill, self)), bad};
+}
+
+// channel_shuffle(self, groups): channels [g, C/g] become [C/g, g].
+std::vector<Value> lower_channel_shuffle(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  int64_t groups = ctx.int_arg(1, 1);
+  Dims d = b.dims(x);
+  if (d.size() < 2 || groups <= 0 || d[1] % groups != 0) throw Unsupported(ctx.op + ": arguments");
+  Dims split = {d[0], groups, d[1] / groups};
+  split.insert(split.end(), d.begin() + 2, d.end());
+  Dims perm = all_dims(static_cast<int64_t>(split.size()));
+  std::swap(perm[1], perm[2]);
+  return {as_output(ctx, b.reshape(b.transpose(b.reshape(x, split), perm), d))};
+}
+
 // max_unpool2d(self, indices, output_size) and max_unpool3d(self, indices, output_size, stride,
 // padding): each value goes to its flat index within its (N, C) plane of the output.
 std::vector<Value> lower_max_unpool(Context& ctx) {
@@ -540,6 +630,12 @@ TPU_CHECKED_LOWERING("index_add", lower_index_add);
 TPU_CHECKED_LOWERING("max_unpool2d", lower_max_unpool);
 TPU_CHECKED_LOWERING("max_unpool3d", lower_max_unpool);
 TPU_LOWERING("max_pool_double_backward", lower_max_pool_double_backward);
+TPU_CHECKED_LOWERING("take", lower_take);
+TPU_LOWERING("channel_shuffle", lower_channel_shuffle);
+TPU_LOWERING("native_channel_shuffle", lower_channel_shuffle);
+TPU_CHECKED_LOWERING("put", lower_put);
+TPU_CHECKED_LOWERING("index_copy", lower_index_copy);
+TPU_CHECKED_LOWERING("index_fill", lower_index_fill);
 TPU_CHECKED_LOWERING("index", lower_index);
 TPU_CHECKED_LOWERING("index_put", lower_index_put);
 TPU_CHECKED_LOWERING("_index_put_impl", lower_index_put);

@@ -76,6 +76,25 @@ std::vector<Value> lower_trace(Context& ctx) {
   Value picked = b.select(diagonal, wide, b.zeros(b.type(wide)));
   return {as_output(ctx, sum_over(b, picked, {0, 1}))};
 }
+
+// linalg_cross(self, other, dim): the cross product of 3-vectors along dim.
+std::vector<Value> lower_linalg_cross(Context& ctx) {
+  hlo::Builder& b = ctx.b;
+  const Output& out = ctx.outputs.at(0);
+  if (is_complex(out.dtype) || out.dtype == DType::Bool) throw Unsupported(ctx.op + ": dtype");
+  int64_t rank = static_cast<int64_t>(out.dims.size());
+  int64_t dim = wrap_dim(ctx.int_arg(2, -1), rank);
+  if (out.dims[dim] != 3) throw Unsupported(ctx.op + ": dim of size 3 expected");
+  Value x = operand_as(ctx, 0, out.dtype, out.dims), y = operand_as(ctx, 1, out.dtype, out.dims);
+  auto part = [&](Value v, int64_t i) {
+    Dims start(rank, 0), limit = out.dims, step(rank, 1);
+    start[dim] = i;
+    limit[dim] = i + 1;
+    return b.slice(v, start, limit, step);
+  };
+  auto term = [&](int64_t i, int64_t j) { return b.sub(b.mul(part(x, i), part(y, j)), b.mul(part(x, j), part(y, i))); };
+  return {b.concatenate({term(1, 2), term(2, 0), term(0, 1)}, dim)};
+}
 }  // namespace
 
 TPU_LOWERING("mm", lower_mm);
@@ -83,6 +102,7 @@ TPU_LOWERING("bmm", lower_bmm);
 TPU_LOWERING("dot", lower_dot);
 TPU_LOWERING("vdot", lower_vdot);
 TPU_LOWERING("trace", lower_trace);
+TPU_LOWERING("linalg_cross", lower_linalg_cross);
 TPU_LOWERING("mv", lower_mv);
 TPU_LOWERING("addmm", lower_addmm);
 TPU_LOWERING("baddbmm", lower_baddbmm);

@@ -418,6 +418,32 @@ std::vector<Value> lower_aminmax(Context& ctx) {
   Dims dims = ctx.arg(1).kind == Kind::Int ? Dims{wrap_dim(ctx.arg(1).i, b.rank(x))} : all_dims(b.rank(x));
   return {as_output(ctx, extreme_over(b, x, dims, false), 0), as_output(ctx, extreme_over(b, x, dims, true), 1)};
 }
+
+// renorm(self, p, dim, maxnorm): each slice along dim whose p-norm exceeds maxnorm is scaled down
+// to norm maxnorm (PyTorch divides by norm + 1e-7).
+std::vector<Value> lower_renorm(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  DType out = ctx.outputs.at(0).dtype;
+  require_floating(ctx, out);
+  DType acc = accumulation_type(out);
+  Value wide = b.convert(x, acc);
+  int64_t rank = b.rank(wide);
+  if (rank == 0) throw Unsupported(ctx.op + ": rank 0");
+  int64_t dim = wrap_dim(ctx.int_arg(2, 0), rank);
+  Dims others = all_but(rank, dim);
+  Value p = b.convert(ctx.tensor(1), acc);
+  Value maxnorm = b.convert(ctx.tensor(3), acc);
+  Value powered = b.binary("stablehlo.power", b.unary("stablehlo.abs", wide), b.broadcast_to(p, b.dims(wide)));
+  Value sum = sum_over(b, powered, others);
+  Value norm = b.binary("stablehlo.power", sum, b.broadcast_to(b.div(b.constant(1, acc), p), b.dims(sum)));
+  Value is_inf = b.compare(p, b.constant(highest(acc), acc), "EQ");
+  norm = b.select(b.broadcast_to(is_inf, b.dims(norm)), extreme_over(b, b.unary("stablehlo.abs", wide), others, true), norm);
+  Value limit = b.broadcast_to(maxnorm, b.dims(norm));
+  Value factor = b.div(limit, b.add(norm, b.full(1e-7, b.type(norm))));
+  factor = b.select(b.compare(norm, limit, "GT"), factor, b.full(1, b.type(norm)));
+  return {as_output(ctx, b.mul(wide, expand_back(b, factor, b.dims(wide), others)))};
+}
 }  // namespace
 
 TPU_LOWERING("sum", lower_sum);
@@ -444,6 +470,7 @@ TPU_LOWERING("cumsum", lower_cumsum);
 TPU_LOWERING("cumprod", lower_cumprod);
 TPU_LOWERING("linalg_vector_norm", lower_linalg_vector_norm);
 TPU_LOWERING("norm", lower_norm);
+TPU_LOWERING("renorm", lower_renorm);
 TPU_LOWERING("nansum", lower_nansum);
 TPU_LOWERING("count_nonzero", lower_count_nonzero);
 TPU_LOWERING("aminmax", lower_aminmax);

@@ -154,6 +154,16 @@ std::vector<Value> lower_heaviside(Context& ctx) {
   return {b.select(b.compare(x, zero, "EQ"), values, positive)};
 }
 
+
+// angle(self) of a real tensor: pi for negative numbers, 0 otherwise, NaN stays NaN.
+std::vector<Value> lower_angle(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  Builder& b = ctx.b;
+  if (is_complex(b.dtype(ctx.tensor(0)))) throw Unsupported("angle of a complex tensor");
+  Value x = arg_as(ctx, 0, r);
+  Value angle = b.select(b.compare(x, splat(b, 0, x), "LT"), splat(b, M_PI, x), splat(b, 0, x));
+  return finish(ctx, r, b.select(b.compare(x, x, "NE"), x, angle));
+}
 }  // namespace
 
 TPU_LOWERING("lgamma", lower_lgamma);
@@ -165,5 +175,6 @@ TPU_LOWERING("logaddexp", lower_logaddexp<false>);
 TPU_LOWERING("logaddexp2", lower_logaddexp<true>);
 TPU_LOWERING("sinc", lower_sinc);
 TPU_LOWERING("heaviside", lower_heaviside);
+TPU_LOWERING("angle", lower_angle);
 
 }  // namespace tpu::lowering
