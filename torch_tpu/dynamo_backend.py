@@ -66,22 +66,27 @@ class CompileError(RuntimeError):
 
 
 # The location the executor records for an op is the innermost frame outside torch: for a
-# replayed graph that is the GraphModule's generated code, "<eval_with_key>.N:LINE".
-_GENERATED_LINE = re.compile(r"(<eval_with_key>\.\d+):(\d+)")
+# replayed graph that is the GraphModule's generated code, "(at <eval_with_key>.N ...:LINE)".
+_GENERATED_LINE = re.compile(r"\(at (<eval_with_key>.*?):(\d+)\)")
+_ATEN_OP = re.compile(r"aten::(\w+)")
 
 
 def _failing_node(graph_module, message):
-    """The FX node whose generated line `message` names, or None."""
+    """The FX node the error message points at: by its generated line, else by its op's name."""
     match = _GENERATED_LINE.search(message)
-    if match is None:
-        return None
-    line = int(match.group(2))
-    import linecache
-    source = linecache.getline(match.group(1), line).strip()
-    assigned = source.split("=", 1)[0].strip() if "=" in source else None
-    for node in graph_module.graph.nodes:
-        if node.name == assigned:
-            return node
+    if match is not None:
+        import linecache
+        source = linecache.getline(match.group(1), int(match.group(2))).strip()
+        assigned = source.split("=", 1)[0].split(":")[0].strip() if "=" in source else None
+        for node in graph_module.graph.nodes:
+            if node.name == assigned:
+                return node
+    op = _ATEN_OP.search(message)
+    if op is not None:
+        for node in graph_module.graph.nodes:
+            packet = getattr(node.target, "_opname", None) or getattr(node.target, "__name__", "")
+            if node.op == "call_function" and packet.split(".")[0] == op.group(1):
+                return node
     return None
 
 
@@ -109,6 +114,7 @@ class _GraphRunner:
         self.overflow_warned = False
         self.replay = None  # the captured program, for arguments laid out like the last capture's
         self.non_tensor_outputs = []
+        self.why_not_replayed = ""  # for debugging: why the last capture cannot be replayed
         _count("graphs_compiled")
 
     def __call__(self, args):
@@ -138,7 +144,7 @@ class _GraphRunner:
             outputs = self.graph_module(*args)
             if capture:
                 # Later calls with arguments laid out the same way run the program directly.
-                self.replay = _C._end_capture(_tensors_only(args), _tensors_only(outputs))
+                self.replay, self.why_not_replayed = _C._end_capture(_tensors_only(args), _tensors_only(outputs))
                 self.non_tensor_outputs = [None if isinstance(o, torch.Tensor) else o for o in outputs]
             else:
                 _C._flush()

@@ -4,6 +4,9 @@
 
 #include <c10/core/TensorImpl.h>
 
+#include <ATen/ops/empty.h>
+
+#include "aten/lowered_dispatch.h"
 #include "aten/tpu_tensor.h"
 #include "cache/program_cache.h"
 
@@ -29,8 +32,12 @@ at::Tensor view_of_storage(const c10::Storage& storage, at::ScalarType dtype, co
 }  // namespace
 
 std::shared_ptr<GraphReplay> GraphReplay::bind(std::shared_ptr<exec::Capture> capture, const Tensors& inputs,
-                                               const Tensors& outputs) {
-  if (!capture) return nullptr;
+                                               const Tensors& outputs, std::string* why_not) {
+  auto fail = [&](const char* reason) -> std::shared_ptr<GraphReplay> {
+    *why_not = reason;
+    return nullptr;
+  };
+  if (!capture) return fail("the graph has random ops or was split by a sync point");
   auto replay = std::shared_ptr<GraphReplay>(new GraphReplay());
   std::unordered_map<const exec::Storage*, int> input_of_storage;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -38,7 +45,7 @@ std::shared_ptr<GraphReplay> GraphReplay::bind(std::shared_ptr<exec::Capture> ca
     if (inputs[i] && inputs[i]->defined()) {
       // A CPU tensor argument reaches the program as a number or a copy: its value is not a
       // storage the program can be rebound to.
-      if (!on_tpu(inputs[i])) return nullptr;
+      if (!on_tpu(inputs[i])) return fail("an argument is not a tpu tensor");
       const at::Tensor& t = *inputs[i];
       layout.tensor = true;
       layout.dtype = t.scalar_type();
@@ -57,11 +64,13 @@ std::shared_ptr<GraphReplay> GraphReplay::bind(std::shared_ptr<exec::Capture> ca
   for (int32_t s : capture->program->output_storages) written[s] = true;
 
   replay->roles_.resize(capture->storages.size());
+  // Error flags of checked ops (indices in range): each replay makes new ones to be read later.
+  auto checks = pending_device_checks();
   std::unordered_map<const exec::Storage*, int> fresh_of_storage;
   for (const auto& output : outputs) {
     OutputLayout layout;
     if (output && output->defined()) {
-      if (!on_tpu(output)) return nullptr;
+      if (!on_tpu(output)) return fail("an output is not a tpu tensor");
       const at::Tensor& t = *output;
       layout.tensor = true;
       layout.dtype = t.scalar_type();
@@ -84,7 +93,7 @@ std::shared_ptr<GraphReplay> GraphReplay::bind(std::shared_ptr<exec::Capture> ca
           auto s = capture_index.find(storage);
           // A returned storage the program neither wrote nor created would come back empty.
           if (s != capture_index.end() && !(written[s->second] && !capture->states[s->second].had_buffer)) {
-            return nullptr;
+            return fail("an output's storage is neither an argument's nor written by the program");
           }
           replay->fresh_nbytes_.push_back(storage->nbytes);
         }
@@ -96,13 +105,18 @@ std::shared_ptr<GraphReplay> GraphReplay::bind(std::shared_ptr<exec::Capture> ca
 
   for (size_t s = 0; s < capture->storages.size(); ++s) {
     const exec::Storage* storage = capture->storages[s].get();
+    if (storage == nullptr) continue;  // in the set, but no call of the program uses it
     StorageRole& role = replay->roles_[s];
     if (auto it = input_of_storage.find(storage); it != input_of_storage.end()) {
       role = {StorageRole::Kind::Input, it->second};
     } else if (auto fresh = fresh_of_storage.find(storage); fresh != fresh_of_storage.end()) {
       role = {StorageRole::Kind::Fresh, fresh->second};
+    } else if (auto check = checks.find(storage); written[s] && check != checks.end()) {
+      role = {StorageRole::Kind::Check, static_cast<int>(replay->check_ops_.size())};
+      replay->check_ops_.push_back(check->second);
     } else if (written[s]) {
-      return nullptr;  // a value kept alive elsewhere: replaying would have to update it too
+      // A value kept alive elsewhere: replaying would have to update it too.
+      return fail("the program writes a storage that is neither an argument nor an output");
     } else if (capture->states[s].had_buffer) {
       role = {StorageRole::Kind::Constant, -1};  // read, never written: the same storage serves
       continue;
@@ -147,6 +161,11 @@ std::optional<GraphReplay::Tensors> GraphReplay::run(const Tensors& inputs) cons
     fresh.emplace_back(c10::Storage::use_byte_size_t(), nbytes, allocate_on(nbytes, device), allocator(),
                        /*resizable=*/true);
   }
+  std::vector<at::Tensor> flags;
+  for (size_t i = 0; i < check_ops_.size(); ++i) {
+    flags.push_back(at::empty({}, at::TensorOptions().dtype(at::kBool).device(c10::DeviceType::PrivateUse1,
+                                                                             static_cast<c10::DeviceIndex>(device))));
+  }
   std::vector<exec::StoragePtr> storages(roles_.size());
   for (size_t s = 0; s < roles_.size(); ++s) {
     const StorageRole& role = roles_[s];
@@ -154,10 +173,12 @@ std::optional<GraphReplay::Tensors> GraphReplay::run(const Tensors& inputs) cons
       case StorageRole::Kind::Input: storages[s] = storage_of(*inputs[role.index]); break;
       case StorageRole::Kind::Fresh: storages[s] = storage_of(fresh[role.index]); break;
       case StorageRole::Kind::Constant: storages[s] = capture_->storages[s]; break;
+      case StorageRole::Kind::Check: storages[s] = storage_of(flags[role.index]); break;
       case StorageRole::Kind::Unused: break;
     }
   }
   if (!exec::replay(*capture_, storages)) return std::nullopt;
+  for (size_t i = 0; i < flags.size(); ++i) note_device_check(flags[i], check_ops_[i]);
 
   Tensors outputs;
   outputs.reserve(outputs_.size());

@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <ATen/Tensor.h>
@@ -25,7 +26,7 @@ class GraphReplay {
   // Null when the capture cannot be bound: an output that is neither fresh nor an argument, a
   // CPU argument, a storage the program writes that the caller cannot see.
   static std::shared_ptr<GraphReplay> bind(std::shared_ptr<exec::Capture> capture, const Tensors& inputs,
-                                           const Tensors& outputs);
+                                           const Tensors& outputs, std::string* why_not);
 
   // The outputs for `inputs`, or nullopt (nothing ran) when they differ from the captured ones.
   std::optional<Tensors> run(const Tensors& inputs) const;
@@ -49,8 +50,8 @@ class GraphReplay {
   };
   // What each of the program's storages becomes at replay.
   struct StorageRole {
-    enum class Kind { Unused, Input, Fresh, Constant } kind = Kind::Unused;
-    int index = -1;  // the input, or the fresh storage
+    enum class Kind { Unused, Input, Fresh, Constant, Check } kind = Kind::Unused;
+    int index = -1;  // the input, the fresh storage, or the error flag
   };
 
   bool matches(const Tensors& inputs) const;
@@ -60,6 +61,7 @@ class GraphReplay {
   std::vector<OutputLayout> outputs_;
   std::vector<StorageRole> roles_;
   std::vector<int64_t> fresh_nbytes_;
+  std::vector<std::string> check_ops_;  // per error flag the program writes, the op it checks
 };
 
 }  // namespace tpu::aten

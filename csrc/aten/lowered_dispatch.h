@@ -4,6 +4,11 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
+
+#include <ATen/Tensor.h>
+
+#include "exec/executor.h"
 
 namespace tpu::aten {
 
@@ -17,5 +22,10 @@ void reset_fallback_counts();
 // Raises what CPU would have raised for an op whose checked lowering flagged bad data on the device
 // (an index out of range) since the last call; a host read and synchronize() call it.
 void raise_device_errors();
+
+// For graph replay (aten/graph_replay.h): the flags not read yet, by storage, with their op; and
+// registering the flag a replayed program produced.
+std::unordered_map<const exec::Storage*, std::string> pending_device_checks();
+void note_device_check(const at::Tensor& flag, const std::string& op);
 
 }  // namespace tpu::aten

@@ -257,7 +257,9 @@ std::shared_ptr<Capture> make_capture(const std::vector<OpCall>& calls, const St
     }
   }
   for (const Storage* s : storages.items()) {
-    capture->storages.push_back(owners.at(s));
+    // A call whose trial lowering failed leaves its storages in the set without a call using them.
+    auto owner = owners.find(s);
+    capture->storages.push_back(owner == owners.end() ? nullptr : owner->second);
     capture->states.push_back({s->buffer != nullptr, s->dtype, s->nbytes});
   }
   capture->numbers = std::move(runtime.numbers);
@@ -481,21 +483,20 @@ bool replay(const Capture& capture, const std::vector<StoragePtr>& storages) {
   if (storages.size() != capture.storages.size()) return false;
   std::lock_guard<std::mutex> lock(g_mutex);
   flush_locked("graph replay");
-  std::vector<Storage*> targets;
-  targets.reserve(storages.size());
-  for (size_t i = 0; i < storages.size(); ++i) {
-    Storage* s = storages[i].get();
-    const Capture::StorageState& state = capture.states[i];
-    if (s == nullptr) {
-      if (state.had_buffer) return false;
-    } else if ((s->buffer != nullptr) != state.had_buffer || s->nbytes != state.nbytes ||
-               (state.had_buffer && s->dtype != state.dtype) || s->device != capture.device) {
-      return false;
-    }
-    targets.push_back(s);
+  std::vector<Storage*> targets(storages.size(), nullptr);
+  for (size_t i = 0; i < storages.size(); ++i) targets[i] = storages[i].get();
+  // Only what the program reads and writes must be as it was built for.
+  auto matches = [&](int32_t index) {
+    const Storage* s = targets[index];
+    const Capture::StorageState& state = capture.states[index];
+    return s != nullptr && (s->buffer != nullptr) == state.had_buffer && s->nbytes == state.nbytes &&
+           (!state.had_buffer || s->dtype == state.dtype) && s->device == capture.device;
+  };
+  for (const auto& parameter : capture.program->parameters) {
+    if (parameter.source == cache::Program::Parameter::Source::Storage && !matches(parameter.index)) return false;
   }
   for (int32_t index : capture.program->output_storages) {
-    if (targets[index] == nullptr) return false;
+    if (!matches(index)) return false;
   }
   ++g_counters.replays;
   RuntimeArguments runtime(capture.numbers);

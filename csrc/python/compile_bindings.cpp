@@ -25,7 +25,9 @@ void register_compile_bindings(py::module& m) {
       py::gil_scoped_release no_gil;
       capture = tpu::exec::end_capture();
     }
-    return GraphReplay::bind(std::move(capture), inputs, outputs);
+    std::string why_not;
+    auto replay = GraphReplay::bind(std::move(capture), inputs, outputs, &why_not);
+    return std::make_pair(replay, why_not);
   });
 }
 
