@@ -27,6 +27,10 @@ multimodal models, aliases of one config) count once. Each is put in one family 
 reference run fails with the generic inputs, is `not applicable` with the reason; it is not
 attempted, since the CPU failing says nothing about the device.
 
+Parameters whose entries are all equal (zero-initialised routers, biases, norm scales) get
+N(0, 0.02) noise added, so that no two experts tie in a router's topk: PyTorch leaves the order
+of tied elements open, and the CPU's differs from every accelerator's.
+
 Each architecture runs in a worker process (a crash or a hang past --timeout costs that
 architecture only). Results go to DIR/model_zoo.json after each architecture (a rerun resumes
 from it; --fresh starts over) and DIR/model_zoo.md; the totals are the last line of stdout:
@@ -171,7 +175,10 @@ _SMALL = {
     "axial_pos_shape": [4, 4], "axial_pos_embds_dim": [16, 16], "relative_attention_num_buckets": 8,
     "relative_attention_max_distance": 16, "router_jitter_noise": 0.0, "layerdrop": 0.0,
     "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0, "use_cache": False,
-    "num_labels": NUM_LABELS, "tie_word_embeddings": True, "block_size": 8,
+    "num_labels": NUM_LABELS, "tie_word_embeddings": True, "block_size": 8, "num_groups": 2,
+    # Hybrids place attention (and experts) by period and offset: with 2 layers, the second.
+    "attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2,
+    "expert_layer_offset": 1,
 }
 
 
@@ -258,6 +265,9 @@ def _shrink(config):
                      "attn_type_list", "layer_block_types") and kept and \
                 isinstance(value, (list, tuple)) and len(value) == old_layers:
             new = [value[i] for i in kept]
+        elif key in ("attn_layer_indices", "attention_layer_indices", "full_attn_idxs") and \
+                isinstance(value, (list, tuple)) and value:
+            new = [1]
         elif key == "hybrid_override_pattern" and kept and isinstance(value, str):
             new = "".join(value[i] for i in kept)
         if new is not _UNSET:
@@ -278,9 +288,11 @@ def _shrink(config):
     if getattr(config, "pad_token_id", 0) is None and hasattr(config, "vocab_size"):
         config.pad_token_id = 0
     for key, value in values.items():
-        if isinstance(value, dict) and key.endswith("_config"):
+        # Sub-configurations: text_config, vision_config, ..., and the encoder and decoder of
+        # the generic encoder-decoder models.
+        if isinstance(value, dict):
             sub = getattr(config, key, None)
-            if sub is not None and hasattr(sub, "to_dict"):
+            if sub is not None and hasattr(sub, "to_dict") and hasattr(sub, "model_type"):
                 _shrink(sub)
 
 
@@ -351,6 +363,11 @@ def make_inputs(model, task, config, seed=0):
         size = getattr(config, "image_size", 32)
         size = size if isinstance(size, int) else 32
         inputs[name] = torch.randn(BATCH, channels, size, size, generator=g)
+        labels = torch.randint(0, NUM_LABELS, (BATCH,), generator=g)
+    elif name == "input_values" and isinstance(getattr(config, "num_mel_bins", None), int) and \
+            isinstance(getattr(config, "max_length", None), int):
+        # A spectrogram transformer: (batch, frames, mel bins).
+        inputs[name] = torch.randn(BATCH, config.max_length, config.num_mel_bins, generator=g)
         labels = torch.randint(0, NUM_LABELS, (BATCH,), generator=g)
     elif name == "input_values":
         inputs[name] = torch.randn(BATCH, 1600, generator=g)
@@ -438,6 +455,17 @@ def _first_line(error):
     return type(error).__name__
 
 
+def _where(error):
+    """file:line of the innermost Python frame an exception passed through."""
+    import traceback
+
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return None
+    last = frames[-1]
+    return f"{os.path.basename(last.filename)}:{last.lineno} in {last.name}"
+
+
 def failing_op(text):
     """The ATen op an error names, if any."""
     match = re.search(r"aten::[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)?", text or "")
@@ -479,7 +507,22 @@ def build(model_type):
     except Exception as error:  # noqa: BLE001
         raise NotApplicable("model from small config: " + _first_line(error)) from None
     model = model.to(torch.float32)
+    _perturb_constant_parameters(model)
     return config, task, model
+
+
+def _perturb_constant_parameters(model):
+    """Adds N(0, 0.02) noise to every parameter whose entries are all equal (zero-initialised
+    routers, biases, norm scales). A zero router gives every expert the same score, and which
+    of tied experts topk returns is left open by PyTorch (the CPU's choice differs from CUDA's
+    as well), so the two devices would route tokens differently for no fault of either."""
+    import torch
+
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.is_floating_point() and p.numel() > 1 and bool((p == p.flatten()[0]).all()):
+                p.add_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.02)
 
 
 class NotApplicable(Exception):
@@ -590,6 +633,7 @@ def run_mode(model, ref, mode):
         errors.append(f"{stage}: {line}")
         if record["op"] is None and not isinstance(error, str):
             record["op"] = failing_op(str(error))
+            record["where"] = _where(error)
 
     with torch_tpu.eager_mode(_eager_mode_for(mode)):
         try:
@@ -776,11 +820,20 @@ def write_results(out_dir, records, modes, meta):
 # ----------------------------------------------------------------------------- orchestration
 
 
+def _quiet_transformers():
+    # Default configs of large models warn about token ids outside the vocabulary they are
+    # about to be shrunk to; thousands of such lines would bury the progress bar.
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+
+
 def _worker():
     import torch  # noqa: F401
 
     import torch_tpu  # noqa: F401
 
+    _quiet_transformers()
     print(RESULT + json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         line = line.strip()
@@ -825,10 +878,21 @@ def _bar(done, total, width=30):
     return "#" * filled + "." * (width - filled)
 
 
+def _needs_rerun(record, modes, rerun):
+    if record["status"] == "not_applicable":
+        return "na" in rerun
+    if any(m not in record["modes"] for m in modes):
+        return True
+    return "failed" in rerun and any(
+        record["modes"][m]["forward"] != "pass" or record["modes"][m]["train"] != "pass"
+        for m in modes)
+
+
 def run(archs, modes=MODES, out_dir="model_zoo", jobs=1, timeout=600.0, resume=True,
-        progress=True, command=None):
+        progress=True, command=None, rerun=()):
     """Runs the architectures in worker processes; returns (records, totals). Records already
-    in out_dir/model_zoo.json for the same architecture and modes are kept (resume)."""
+    in out_dir/model_zoo.json for the same architecture and modes are kept (resume), except
+    those `rerun` names: "na" (not applicable) and "failed" (a failure in one of the modes)."""
     progress = sys.stderr if progress is True else progress
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "model_zoo.json")
@@ -841,7 +905,7 @@ def run(archs, modes=MODES, out_dir="model_zoo", jobs=1, timeout=600.0, resume=T
     todo = []
     for arch in archs:
         old = previous.get(arch)
-        if old and (old["status"] == "not_applicable" or all(m in old["modes"] for m in modes)):
+        if old and not _needs_rerun(old, modes, rerun):
             records[arch] = old
         else:
             todo.append(arch)
@@ -953,6 +1017,8 @@ def main(argv=None):
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per architecture")
     parser.add_argument("--fresh", action="store_true", help="ignore earlier results in --out")
+    parser.add_argument("--rerun", default="",
+                        help="with resume, also run again: na (not applicable), failed, or both")
     parser.add_argument("--list", action="store_true", help="print the selection and exit")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -964,8 +1030,8 @@ def main(argv=None):
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         parser.error(f"unknown modes {unknown}; use {','.join(MODES)}")
+    _quiet_transformers()
     selection = select()
-    names = [t for t, _, _ in selection]
     if args.arch:
         archs = [a.strip() for a in args.arch.split(",") if a.strip()]
     elif args.quick:
@@ -980,8 +1046,11 @@ def main(argv=None):
         return
     command = "python -m torch_tpu.tools.model_zoo" + (" --quick" if args.quick else "") + \
         (f" --arch {args.arch}" if args.arch else "")
+    rerun = {r.strip() for r in args.rerun.split(",") if r.strip()}
+    if rerun - {"na", "failed"}:
+        parser.error("--rerun takes na, failed or na,failed")
     records, t = run(archs, modes, args.out, args.jobs, args.timeout, not args.fresh,
-                     command=command)
+                     command=command, rerun=rerun)
     print(f"wrote {os.path.join(args.out, 'model_zoo.md')}", file=sys.stderr)
     ran = [r for r in records if r["arch"] in archs]
     final = totals(ran, modes)
