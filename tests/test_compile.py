@@ -326,6 +326,11 @@ def test_dynamic_shapes_compile_a_bounded_number_of_programs(mode):
     assert counters["compiled_graphs"] == 1  # one symbolic graph serves every size
     assert counters["compiled_graph_shape_overflows"] == 4
     assert sum("different input shapes" in str(w.message) for w in caught) == 1
+    # A size seen before runs its captured program again, with its own numbers (t.shape[0]).
+    for rows in (3, 2):
+        x = torch.randn(rows, 5)
+        torch.testing.assert_close(compiled(x.to("tpu")).cpu(), x.softmax(-1) * rows)
+    assert torch_tpu.metrics()["graph_replays"] == counters["graph_replays"] + 2
 
 
 def test_compile_failure_names_the_fx_node_and_writes_the_program(tmp_path):

@@ -112,21 +112,25 @@ class _GraphRunner:
                             for s in _shape_of(node.meta.get("val")))
         self.shapes_seen = set()
         self.overflow_warned = False
-        self.replay = None  # the captured program, for arguments laid out like the last capture's
-        self.non_tensor_outputs = []
+        # signature -> (captured program, the graph's non-tensor outputs for that signature)
+        self.replays = {}
         self.why_not_replayed = ""  # for debugging: why the last capture cannot be replayed
         _count("graphs_compiled")
 
     def __call__(self, args):
         _count("graph_calls")
-        if self.replay is not None:
-            outputs = self.replay.run(_tensors_only(args))
+        # A symbolic graph's numbers (sizes it computes with) follow its integer arguments, so
+        # each concrete signature has a replay of its own; a static graph has one.
+        signature = _signature(args) if self.symbolic else None
+        captured = self.replays.get(signature)
+        if captured is not None:
+            replay, non_tensor_outputs = captured
+            outputs = replay.run(_tensors_only(args))
             if outputs is not None:
-                return [o if o is not None else v for o, v in zip(outputs, self.non_tensor_outputs)]
+                return [o if o is not None else v for o, v in zip(outputs, non_tensor_outputs)]
         mode = EagerMode.DEFER_AND_FUSE.value
-        if self.symbolic:
-            signature = tuple(tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args)
-            if signature not in self.shapes_seen and len(self.shapes_seen) >= self.max_shapes:
+        if self.symbolic and signature not in self.shapes_seen:
+            if len(self.shapes_seen) >= self.max_shapes:
                 mode = EagerMode.DEFER_NEVER.value
                 self._warn_overflow()
             else:
@@ -134,7 +138,7 @@ class _GraphRunner:
         previous = _C._get_mode()
         # The graph becomes one program of its own: begin_capture launches what the caller
         # recorded (without waiting, unlike a mode change through set_eager_mode).
-        capture = mode == EagerMode.DEFER_AND_FUSE.value and not self.symbolic
+        capture = mode == EagerMode.DEFER_AND_FUSE.value
         if capture:
             _C._begin_capture()
         elif previous == EagerMode.DEFER_AND_FUSE.value:
@@ -144,10 +148,11 @@ class _GraphRunner:
             outputs = self.graph_module(*args)
             if capture:
                 # Later calls with arguments laid out the same way run the program directly.
-                self.replay, self.why_not_replayed = _C._end_capture(_tensors_only(args), _tensors_only(outputs))
-                self.non_tensor_outputs = [None if isinstance(o, torch.Tensor) else o for o in outputs]
-            else:
-                _C._flush()
+                replay, self.why_not_replayed = _C._end_capture(_tensors_only(args), _tensors_only(outputs))
+                if replay is None:
+                    self.replays.pop(signature, None)
+                else:
+                    self.replays[signature] = (replay, [None if isinstance(o, torch.Tensor) else o for o in outputs])
         except (RuntimeError, NotImplementedError) as error:
             if isinstance(error, torch.OutOfMemoryError):
                 raise
@@ -165,6 +170,10 @@ class _GraphRunner:
                 "compiled into its own XLA program; further shapes run op by op (strict) instead "
                 "of compiling more. Pad inputs to a few fixed sizes to keep whole-graph programs, "
                 "or raise the bound with options={'max_shapes_per_graph': N}.", stacklevel=2)
+
+
+def _signature(args):
+    return tuple(tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args)
 
 
 def _tensors_only(values):
