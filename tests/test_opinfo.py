@@ -38,7 +38,8 @@ SLICE = [
     # sort / indexing / shape
     "sort", "topk", "cat", "index_select", "gather", "scatter_add", "index_add", "index_put",
     "flip", "roll", "tril", "nn.functional.pad.constant", "nn.functional.pad.reflect", "take",
-    "index_copy", "index_fill", "searchsorted", "isin", "histc",
+    "index_copy", "index_fill", "searchsorted", "isin", "histc", "nonzero", "masked_select",
+    "masked_scatter", "__getitem__",
     "nn.functional.pad.replicate",
     # matrix products
     "mm", "bmm", "addmm", "mv",
@@ -61,8 +62,6 @@ SLICE_SAMPLES = 12
 
 # op -> why its results or gradients differ from CPU's (each one is a bug to fix).
 XFAIL = {
-    "index_put": "backward with a bool mask index needs nonzero, whose output shape depends on data "
-                 "and has no meta function",
     "nn.functional.layer_norm": "1 of 6 backward samples differs from CPU (degenerate shapes: "
                                 "one normalized element or an empty batch; not traced yet)",
 }

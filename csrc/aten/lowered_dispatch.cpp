@@ -7,6 +7,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/any.h>
+#include <ATen/ops/nonzero.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
@@ -603,8 +604,37 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   return true;
 }
 
+// Boolean (or uint8) masks among the indices of aten::index become the integer indices of their
+// true elements, as PyTorch's own kernels do before indexing (its meta function cannot: the shape
+// depends on the data); nonzero reads the count from the device, then the gather runs lowered.
+void expand_mask_indices(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  // index.Tensor(self, indices) and index.Tensor_out(self, indices, out): indices is argument 1.
+  c10::IValue& value = (*stack)[stack->size() - op.schema().arguments().size() + 1];
+  if (!value.isList()) return;
+  c10::List<std::optional<at::Tensor>> list = value.toOptionalTensorList();
+  auto is_mask = [](const std::optional<at::Tensor>& t) {
+    return t.has_value() && t->defined() && is_tpu(*t) &&
+           (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte);
+  };
+  bool any = false;
+  for (size_t i = 0; i < list.size(); ++i) any = any || is_mask(list.get(i));
+  if (!any) return;
+  c10::List<std::optional<at::Tensor>> expanded;
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::optional<at::Tensor> entry = list.get(i);
+    if (!is_mask(entry)) {
+      expanded.push_back(entry);
+      continue;
+    }
+    at::Tensor positions = at::nonzero(*entry);
+    for (int64_t d = 0; d < entry->dim(); ++d) expanded.push_back(positions.select(1, d));
+  }
+  value = c10::IValue(expanded);
+}
+
 void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& name = op.schema().name();
+  if (name == "aten::index") expand_mask_indices(op, stack);
   if (name.rfind("aten::", 0) == 0) {
     if (const lowering::Entry* entry = lowering::find_lowering(name.substr(6))) {
       if (run_lowered(op, stack, entry)) return;
