@@ -377,3 +377,21 @@ def test_out_of_range_index_in_a_replayed_graph_raises_at_the_next_sync(mode):
     with pytest.raises(IndexError, match="index_select: index out of range"):
         compiled(table, torch.tensor([1, 10, 2], device="tpu"))
         torch.tpu.synchronize()
+
+
+def test_compiled_graphs_load_from_the_persistent_cache_in_a_new_process(tmp_path):
+    code = ("import torch, torch_tpu\n"
+            "torch.manual_seed(0)\n"
+            "model = torch.compile(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh()).to('tpu'), backend='tpu')\n"
+            "model(torch.randn(4, 8, device='tpu')).sum().backward()\n"
+            "torch.tpu.synchronize()\n"
+            "stats = torch_tpu.cache_stats()\n"
+            "print(torch_tpu.metrics()['compiles'], stats['disk_hits'])\n")
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+            for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-3000:]
+    (cold_compiles, _), (warm_compiles, warm_disk_hits) = [map(int, r.stdout.split()[-2:]) for r in runs]
+    assert cold_compiles > 0
+    assert warm_compiles == 0 and warm_disk_hits == cold_compiles
