@@ -151,3 +151,36 @@ def test_weight_norm_parametrized_conv_trains_as_on_cpu(mode, no_fallback):
     tpu(x.to("tpu")).square().mean().backward()
     for (name, p), q in zip(conv.named_parameters(), tpu.parameters()):
         torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+_WINDOWS = [
+    ((2, 3, 7, 6), dict(kernel_size=3, padding=1)),
+    ((2, 3, 7, 6), dict(kernel_size=(2, 3), dilation=(2, 1), padding=(1, 0), stride=(2, 3))),
+    ((3, 5, 5), dict(kernel_size=2)),  # unbatched
+]
+
+
+@pytest.mark.parametrize("case", range(len(_WINDOWS)))
+def test_unfold_and_fold_with_gradients_match_cpu(mode, no_fallback, case):
+    # nn.Unfold (im2col; its backward is col2im) in ConvBERT's span-based convolution.
+    shape, kwargs = _WINDOWS[case]
+    torch.manual_seed(case)
+    x = torch.randn(*shape)
+    cx, tx = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
+    expected = torch.nn.functional.unfold(cx, **kwargs)
+    actual = torch.nn.functional.unfold(tx, **kwargs)
+    torch.testing.assert_close(actual.cpu(), expected)
+    seed = torch.randn_like(expected)
+    expected.backward(seed)
+    actual.backward(seed.to("tpu"))
+    torch.testing.assert_close(tx.grad.cpu(), cx.grad, rtol=1e-5, atol=1e-5)
+    folded = torch.nn.functional.fold(seed.to("tpu"), shape[-2:], **kwargs)
+    torch.testing.assert_close(folded.cpu(), torch.nn.functional.fold(seed, shape[-2:], **kwargs),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_unfold_with_a_window_larger_than_the_input_raises_as_on_cpu(mode):
+    x = torch.randn(1, 2, 3, 3)
+    for device in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match="must be at least one"):
+            torch.nn.functional.unfold(x.to(device), kernel_size=5)
