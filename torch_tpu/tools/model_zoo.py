@@ -178,7 +178,7 @@ _SMALL = {
     "num_labels": NUM_LABELS, "tie_word_embeddings": True, "block_size": 8, "num_groups": 2,
     # Hybrids place attention (and experts) by period and offset: with 2 layers, the second.
     "attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2,
-    "expert_layer_offset": 1,
+    "expert_layer_offset": 1, "qk_head_dim": 8, "mamba_d_ssm": 64,
 }
 
 
@@ -266,7 +266,8 @@ def _shrink(config):
                 isinstance(value, (list, tuple)) and len(value) == old_layers:
             new = [value[i] for i in kept]
         elif key in ("attn_layer_indices", "attention_layer_indices", "full_attn_idxs") and \
-                isinstance(value, (list, tuple)) and value:
+                (value is None or isinstance(value, (list, tuple))):
+            # None means no attention layer at all, which the hybrids' own cache code rejects.
             new = [1]
         elif key == "hybrid_override_pattern" and kept and isinstance(value, str):
             new = "".join(value[i] for i in kept)
@@ -1020,6 +1021,8 @@ def main(argv=None):
     parser.add_argument("--rerun", default="",
                         help="with resume, also run again: na (not applicable), failed, or both")
     parser.add_argument("--list", action="store_true", help="print the selection and exit")
+    parser.add_argument("--report", action="store_true",
+                        help="run nothing: rewrite the table and totals from the results in --out")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -1046,6 +1049,18 @@ def main(argv=None):
         return
     command = "python -m torch_tpu.tools.model_zoo" + (" --quick" if args.quick else "") + \
         (f" --arch {args.arch}" if args.arch else "")
+    if args.report:
+        path = os.path.join(args.out, "model_zoo.json")
+        with open(path) as f:
+            saved = json.load(f)
+        records = _ordered({r["arch"]: r for r in saved["architectures"]}, archs)
+        records = [r for r in records if r["arch"] in archs]
+        write_results(args.out, records, modes, saved.get("meta", {}))
+        final = totals(records, modes)
+        print(json.dumps({m: final[m] for m in modes} |
+                         {"architectures": final["architectures"],
+                          "not_applicable": final["not_applicable"]}))
+        return final
     rerun = {r.strip() for r in args.rerun.split(",") if r.strip()}
     if rerun - {"na", "failed"}:
         parser.error("--rerun takes na, failed or na,failed")
