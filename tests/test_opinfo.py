@@ -33,7 +33,8 @@ SLICE = [
     "nn.functional.hardtanh", "nn.functional.elu", "nn.functional.softplus",
     # reductions
     "sum", "mean", "amax", "argmax", "max.reduction_with_dim", "var", "std", "softmax",
-    "log_softmax", "logsumexp", "cumsum", "cumprod", "linalg.vector_norm", "any", "norm",
+    "log_softmax", "logsumexp", "cumsum", "cumprod", "linalg.vector_norm", "any", "norm", "cummax",
+    "median", "nanmedian", "kthvalue",
     "nansum", "aminmax", "trace",
     # sort / indexing / shape
     "sort", "topk", "cat", "index_select", "gather", "scatter_add", "index_add", "index_put",

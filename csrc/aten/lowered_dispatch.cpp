@@ -698,6 +698,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
   m.impl("convolution_backward_overrideable",
          torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+  // Composite kernels that would split these into helpers that write their arguments in place
+  // (_cummax_helper) or have no meta function (_logcumsumexp); the whole op has a lowering.
+  m.impl("cummax", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+  m.impl("cummin", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+  m.impl("logcumsumexp", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
 }
 
 // Runs before any tpu op can: synchronize() raises what the device flagged.

@@ -618,6 +618,77 @@ std::vector<Value> lower_topk(Context& ctx) {
   return {as_output(ctx, first_k(values), 0), as_output(ctx, first_k(indices), 1)};
 }
 
+// Order statistics from a stable sort (NaN sorts last): position `position` (i64, self's shape
+// without `dim`) of the sorted values and of their original indices along dim.
+std::pair<Value, Value> sorted_at(Builder& b, Value x, int64_t dim, Value position) {
+  auto [values, indices] = sort_along(b, x, dim, false);
+  int64_t rank = b.rank(x);
+  Dims one = b.dims(x);
+  one[dim] = 1;
+  Value where = b.reshape(position, one);
+  Builder::GatherDims g{{}, all_dims(rank), all_dims(rank), rank};
+  Value points = coordinates_along(b, where, dim, rank);
+  Dims reduced = b.dims(position);
+  Value v = b.reshape(b.gather(values, points, g, Dims(rank, 1), one), reduced);
+  Value i = b.reshape(b.gather(indices, points, g, Dims(rank, 1), one), reduced);
+  return {v, i};
+}
+
+// How many non-NaN elements each slice along dim holds (i64).
+Value count_numbers(Builder& b, Value x, int64_t dim) {
+  Value numbers = is_floating(b.dtype(x)) ? b.compare(x, x, "EQ") : b.full(1, {DType::Bool, b.dims(x)});
+  return sum_over(b, b.convert(numbers, DType::I64), {dim});
+}
+
+// kthvalue(self, k, dim, keepdim): the k-th smallest along dim and its index.
+std::vector<Value> lower_kthvalue(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = at_least_1d(b, ctx.tensor(0));
+  if (is_complex(b.dtype(x))) throw Unsupported(ctx.op + ": complex");
+  int64_t dim = wrap_dim(ctx.int_arg(2, -1), b.rank(x));
+  int64_t k = ctx.int_arg(1, 1);
+  if (numel(b.dims(x)) == 0 || k < 1 || k > b.dims(x)[dim]) throw Unsupported(ctx.op + ": arguments");
+  Dims reduced = all_but(b.rank(x), dim);
+  Dims reduced_dims;
+  for (int64_t d : reduced) reduced_dims.push_back(b.dims(x)[d]);
+  auto [v, i] = sorted_at(b, x, dim, b.full(static_cast<double>(k - 1), {DType::I64, reduced_dims}));
+  return {as_output(ctx, v, 0), as_output(ctx, i, 1)};
+}
+
+// median / nanmedian, over all elements (self) -> value, or along dim (self, dim, keepdim) ->
+// (values, indices). The lower of the two middle elements; median is NaN where a slice holds a
+// NaN, nanmedian skips NaNs (NaN only for a slice of nothing else).
+template <bool skip_nan>
+std::vector<Value> lower_median(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  if (is_complex(b.dtype(x)) || b.dtype(x) == DType::Bool) throw Unsupported(ctx.op + ": dtype");
+  bool along_dim = ctx.outputs.size() == 2;
+  int64_t dim = 0;
+  if (along_dim) {
+    x = at_least_1d(b, x);
+    dim = wrap_dim(ctx.int_arg(1, 0), b.rank(x));
+  } else {
+    x = b.reshape(x, {numel(b.dims(x))});
+  }
+  int64_t n = b.dims(x)[dim];
+  if (n == 0) throw Unsupported(ctx.op + ": empty");
+  Value numbers = count_numbers(b, x, dim);
+  TensorType t = b.type(numbers);
+  Value one = b.full(1, t), two = b.full(2, t);
+  Value position;
+  if (skip_nan) {
+    position = b.div(b.max(b.sub(numbers, one), b.zeros(t)), two);
+  } else {
+    Value middle = b.full(static_cast<double>((n - 1) / 2), t);
+    // The first NaN sits right after the numbers.
+    position = b.select(b.compare(numbers, b.full(static_cast<double>(n), t), "LT"), numbers, middle);
+  }
+  auto [v, i] = sorted_at(b, x, dim, position);
+  if (!along_dim) return {as_output(ctx, v)};
+  return {as_output(ctx, v, 0), as_output(ctx, i, 1)};
+}
+
 }  // namespace
 
 TPU_LOWERING("cat", lower_cat);
@@ -648,5 +719,8 @@ TPU_LOWERING("arange", lower_arange);
 TPU_LOWERING("clone", lower_clone);
 TPU_LOWERING("sort", lower_sort);
 TPU_LOWERING("topk", lower_topk);
+TPU_LOWERING("kthvalue", lower_kthvalue);
+TPU_LOWERING("median", lower_median<false>);
+TPU_LOWERING("nanmedian", lower_median<true>);
 
 }  // namespace tpu::lowering

@@ -1,5 +1,6 @@
 // Reductions: sums, means, products, extremes and their indices, boolean reductions, variance,
 // logsumexp, softmax and its gradients, cumulative sums and products, vector norms.
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -315,6 +316,72 @@ Value scan(Builder& b, Value x, int64_t dim, const char* combiner, double init) 
                {body});
 }
 
+// Inclusive scan along `dim` with an arbitrary associative body over (accumulated, next).
+Value scan_with(Builder& b, Value x, int64_t dim, double init,
+                const std::function<Value(Builder&, Value, Value)>& combine) {
+  int64_t rank = b.rank(x);
+  int64_t n = b.dims(x)[dim];
+  if (numel(b.dims(x)) == 0 || n == 1) return x;
+  Dims window(rank, 1), strides(rank, 1);
+  window[dim] = n;
+  std::string padding = "dense<[";
+  for (int64_t d = 0; d < rank; ++d) {
+    padding += d ? ", [" : "[";
+    padding += std::to_string(d == dim ? n - 1 : 0) + ", 0]";
+  }
+  padding += "]> : tensor<" + std::to_string(rank) + "x2xi64>";
+  TensorType scalar{b.dtype(x), {}};
+  hlo::RegionRef body = b.region({scalar, scalar}, [&](Builder& r, const std::vector<Value>& a) {
+    return std::vector<Value>{combine(r, a[0], a[1])};
+  });
+  return b.op1("stablehlo.reduce_window", {x, b.constant(init, scalar.dtype)}, b.type(x),
+               "window_dimensions = " + hlo::i64_array(window) +
+                   ", window_strides = " + hlo::i64_array(strides) + ", padding = " + padding,
+               {body});
+}
+
+// cummax / cummin(self, dim) -> (values, indices). The index is the latest position that set the
+// running extreme: a NaN, or an element equal to the running extreme at its own position (ties
+// go to the later one, as in PyTorch's loop).
+std::vector<Value> lower_cumulative_extreme(Context& ctx, bool is_max) {
+  Builder& b = ctx.b;
+  Value x = at_least_1d(b, ctx.tensor(0));
+  if (is_complex(b.dtype(x))) throw Unsupported(ctx.op + ": complex");
+  int64_t dim = wrap_dim(ctx.int_arg(1, 0), b.rank(x));
+  DType dtype = b.dtype(x);
+  if (numel(b.dims(x)) == 0) return {as_output(ctx, x, 0), as_output(ctx, b.zeros({DType::I64, b.dims(x)}), 1)};
+  Value values = scan_with(b, x, dim, is_max ? lowest(dtype) : highest(dtype),
+                           [&](Builder& r, Value p, Value q) { return extreme(r, p, q, is_max); });
+  Value setter = b.compare(x, values, "EQ");
+  if (is_floating(dtype)) setter = logical_or(b, setter, is_nan(b, x));
+  Value position = b.iota({DType::I64, b.dims(x)}, dim);
+  Value candidate = b.select(setter, position, b.full(-1, {DType::I64, b.dims(x)}));
+  Value indices = scan_with(b, candidate, dim, -1, [](Builder& r, Value p, Value q) { return r.max(p, q); });
+  return {as_output(ctx, values, 0), as_output(ctx, indices, 1)};
+}
+std::vector<Value> lower_cummax(Context& ctx) { return lower_cumulative_extreme(ctx, true); }
+std::vector<Value> lower_cummin(Context& ctx) { return lower_cumulative_extreme(ctx, false); }
+
+// logcumsumexp(self, dim): a scan of logaddexp, in the accumulation type.
+std::vector<Value> lower_logcumsumexp(Context& ctx) {
+  Builder& b = ctx.b;
+  DType out = ctx.outputs.at(0).dtype;
+  require_floating(ctx, out);
+  Value x = at_least_1d(b, reduction_input(b, ctx.tensor(0), out));
+  int64_t dim = wrap_dim(ctx.int_arg(1, 0), b.rank(x));
+  double inf = highest(b.dtype(x));
+  auto logaddexp = [inf](Builder& r, Value p, Value q) {
+    TensorType t = r.type(p);
+    Value big = extreme(r, p, q, true), small = extreme(r, p, q, false);
+    Value sum = r.add(big, r.unary("stablehlo.log_plus_one", r.unary("stablehlo.exponential", r.sub(small, big))));
+    // -inf + -inf and inf + anything: the difference is NaN, the answer is big.
+    Value infinite = r.compare(r.unary("stablehlo.abs", big), r.full(inf, t), "EQ");
+    Value nan = logical_or(r, is_nan(r, p), is_nan(r, q));
+    return r.select(logical_and(r, infinite, r.unary("stablehlo.not", nan)), big, sum);
+  };
+  return {as_output(ctx, scan_with(b, x, dim, -inf, logaddexp))};
+}
+
 // cumsum / cumprod (self, dim, dtype?).
 std::vector<Value> lower_cumulative(Context& ctx, const char* combiner, double init) {
   Builder& b = ctx.b;
@@ -468,6 +535,9 @@ TPU_LOWERING("_softmax_backward_data", lower_softmax_backward);
 TPU_LOWERING("_log_softmax_backward_data", lower_log_softmax_backward);
 TPU_LOWERING("cumsum", lower_cumsum);
 TPU_LOWERING("cumprod", lower_cumprod);
+TPU_LOWERING("cummax", lower_cummax);
+TPU_LOWERING("cummin", lower_cummin);
+TPU_LOWERING("logcumsumexp", lower_logcumsumexp);
 TPU_LOWERING("linalg_vector_norm", lower_linalg_vector_norm);
 TPU_LOWERING("norm", lower_norm);
 TPU_LOWERING("renorm", lower_renorm);
