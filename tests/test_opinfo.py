@@ -38,6 +38,7 @@ SLICE = [
     "nansum", "aminmax", "trace",
     # sort / indexing / shape
     "sort", "topk", "cat", "index_select", "gather", "scatter_add", "index_add", "index_put",
+    "index_reduce.amax", "scatter_reduce.amin",
     "flip", "roll", "tril", "nn.functional.pad.constant", "nn.functional.pad.reflect", "take",
     "index_copy", "index_fill", "searchsorted", "isin", "histc", "nonzero", "masked_select",
     "masked_scatter", "__getitem__",

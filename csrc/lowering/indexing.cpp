@@ -2,6 +2,7 @@
 // index_add, advanced indexing (index.Tensor, index_put), constant_pad_nd, flip, roll,
 // tril / triu, arange, clone, sort and topk.
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -164,8 +165,8 @@ std::vector<Value> lower_scatter_reduce(Context& ctx) {
   } else if (reduce == "prod") {
     combiner = "stablehlo.multiply";
     identity = 1;
-  } else if ((reduce == "amax" || reduce == "amin") && !is_floating(dtype)) {
-    // Not for floats: XLA's maximum / minimum may drop NaNs where PyTorch keeps them.
+  } else if (reduce == "amax" || reduce == "amin") {
+    // XLA's maximum / minimum may drop a NaN; NaNs are put back below.
     combiner = reduce == "amax" ? "stablehlo.maximum" : "stablehlo.minimum";
     identity = reduce == "amax" ? lowest(dtype) : highest(dtype);
   } else {
@@ -176,6 +177,12 @@ std::vector<Value> lower_scatter_reduce(Context& ctx) {
     base = scatter_along(b, self, dim, index, b.full(identity, {dtype, index_dims}), "");
   }
   Value result = scatter_along(b, base, dim, index, src, combiner);
+  if (is_floating(dtype) && (reduce == "amax" || reduce == "amin")) {
+    Value nan_hit = scatter_along(b, b.zeros({DType::Bool, b.dims(self)}), dim, index, is_nan(b, src),
+                                  "stablehlo.or");
+    result = b.select(nan_hit, b.full(std::nan(""), b.type(self)), result);
+    if (ctx.bool_arg(5, true)) result = b.select(is_nan(b, self), self, result);
+  }
   if (mean) {
     TensorType type = b.type(self);
     Value counts = scatter_along(b, b.full(ctx.bool_arg(5, true) ? 1 : 0, type), dim, index,
@@ -321,6 +328,67 @@ std::vector<Value> lower_max_pool_double_backward(Context& ctx) {
   Builder::GatherDims dims{{}, all_dims(r), all_dims(r), r};
   Value picked = b.gather(g, coordinates_along(b, where, lead, r), dims, Dims(r, 1), flat_index);
   return {as_output(ctx, b.reshape(picked, b.dims(indices)))};
+}
+
+// index_reduce(self, dim, index, source, reduce, include_self): prod, mean, amax, amin of the
+// source slices index sends to each position along dim (and self's own value with include_self).
+std::vector<Value> lower_index_reduce(Context& ctx) {
+  Builder& b = ctx.b;
+  Value self = at_least_1d(b, ctx.tensor(0));
+  DType dtype = b.dtype(self);
+  if (dtype == DType::Bool || is_complex(dtype)) throw Unsupported(ctx.op + ": dtype");
+  int64_t rank = b.rank(self);
+  int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
+  Value index = ctx.tensor(2);
+  int64_t count = numel(b.dims(index));
+  Value bad = any_outside(b, index, 0, b.dims(self)[dim]);
+  if (count == 0 || numel(b.dims(self)) == 0) return {as_output(ctx, self), bad};
+  Dims source_dims = b.dims(self);
+  source_dims[dim] = count;
+  Value source = b.reshape(b.convert(at_least_1d(b, ctx.tensor(3)), dtype), source_dims);
+  const std::string& reduce = ctx.arg(4).s;
+  bool include_self = ctx.bool_arg(5, true);
+  Builder::ScatterDims s{all_but(rank, dim), {dim}, {dim}, 1};
+  Value rows = b.reshape(b.convert(index, DType::I64), {count, 1});
+  auto scatter = [&](Value target, Value updates, const std::string& combiner) {
+    return b.scatter(target, rows, updates, s, combiner);
+  };
+  std::string combiner;
+  double identity = 0;
+  if (reduce == "prod") {
+    combiner = "stablehlo.multiply";
+    identity = 1;
+  } else if (reduce == "mean") {
+    combiner = "stablehlo.add";
+  } else if (reduce == "amax" || reduce == "amin") {
+    combiner = reduce == "amax" ? "stablehlo.maximum" : "stablehlo.minimum";
+    identity = reduce == "amax" ? lowest(dtype) : highest(dtype);
+  } else {
+    throw Unsupported(ctx.op + ": reduce=" + reduce);
+  }
+  Value base = include_self ? self : scatter(self, b.full(identity, {dtype, source_dims}), "");
+  Value result = scatter(base, source, combiner);
+  if (is_floating(dtype) && (reduce == "amax" || reduce == "amin")) {
+    Value nan_hit = scatter(b.zeros({DType::Bool, b.dims(self)}), is_nan(b, source), "stablehlo.or");
+    result = b.select(nan_hit, b.full(std::nan(""), b.type(self)), result);
+    if (include_self) result = b.select(is_nan(b, self), self, result);
+  }
+  if (reduce == "mean") {
+    TensorType type = b.type(self);
+    Value counts = scatter(b.full(include_self ? 1 : 0, type), b.full(1, {dtype, source_dims}), "stablehlo.add");
+    counts = b.max(counts, b.full(1, type));
+    if (is_floating(dtype)) {
+      result = b.div(result, counts);
+    } else {
+      // Integer means round down, as PyTorch's div(rounding_mode="floor").
+      Value q = b.div(result, counts);
+      Value inexact = b.compare(b.mul(q, counts), result, "NE");
+      Value negative = b.compare(result, b.zeros(type), "LT");
+      q = b.select(b.binary("stablehlo.and", inexact, negative), b.sub(q, b.full(1, type)), q);
+      result = q;
+    }
+  }
+  return {as_output(ctx, result), bad};
 }
 
 // index_add(self, dim, index, source, alpha):
@@ -698,6 +766,7 @@ TPU_CHECKED_LOWERING("scatter", lower_scatter);
 TPU_CHECKED_LOWERING("scatter_add", lower_scatter_add);
 TPU_CHECKED_LOWERING("scatter_reduce", lower_scatter_reduce);
 TPU_CHECKED_LOWERING("index_add", lower_index_add);
+TPU_CHECKED_LOWERING("index_reduce", lower_index_reduce);
 TPU_CHECKED_LOWERING("max_unpool2d", lower_max_unpool);
 TPU_CHECKED_LOWERING("max_unpool3d", lower_max_unpool);
 TPU_LOWERING("max_pool_double_backward", lower_max_pool_double_backward);
