@@ -53,6 +53,7 @@ SLICE = [
     # convolution and pooling
     "nn.functional.conv2d", "nn.functional.conv_transpose2d", "nn.functional.max_pool2d",
     "nn.functional.avg_pool2d", "nn.functional.adaptive_avg_pool2d", "nn.functional.max_unpool2d",
+    "nn.functional.adaptive_max_pool2d", "cdist", "nn.functional.pdist",
     # resampling
     "nn.functional.interpolate.nearest", "nn.functional.interpolate.bilinear",
     "nn.functional.interpolate.bicubic",

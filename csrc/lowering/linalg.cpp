@@ -95,6 +95,79 @@ std::vector<Value> lower_linalg_cross(Context& ctx) {
   auto term = [&](int64_t i, int64_t j) { return b.sub(b.mul(part(x, i), part(y, j)), b.mul(part(x, j), part(y, i))); };
   return {b.concatenate({term(1, 2), term(2, 0), term(0, 1)}, dim)};
 }
+
+// The p-norm over the last dim of |d|: a runtime p, with 0 (count of non-zeros) and inf (max)
+// selected in as linalg_vector_norm does.
+Value p_norm_last(hlo::Builder& b, Value d, Value p) {
+  int64_t last = b.rank(d) - 1;
+  DType dtype = b.dtype(d);
+  Value magnitude = b.unary("stablehlo.abs", d);
+  Value powered = b.binary("stablehlo.power", magnitude, b.broadcast_to(p, b.dims(magnitude)));
+  Value sum = sum_over(b, powered, {last});
+  Dims reduced = b.dims(sum);
+  Value general = b.binary("stablehlo.power", sum, b.broadcast_to(b.div(b.constant(1, dtype), p), reduced));
+  Value zero_norm = sum_over(b, b.convert(b.convert(magnitude, DType::Bool), dtype), {last});
+  Value inf_norm = b.reduce(magnitude, b.constant(0, dtype), {last}, "stablehlo.maximum");
+  Value result = b.select(b.broadcast_to(b.compare(p, b.constant(0, dtype), "EQ"), reduced), zero_norm, general);
+  return b.select(b.broadcast_to(b.compare(p, b.constant(highest(dtype), dtype), "EQ"), reduced), inf_norm, result);
+}
+
+// _cdist_forward(x1 [..., P, M], x2 [..., R, M], p, compute_mode) -> [..., P, R]
+std::vector<Value> lower_cdist(Context& ctx) {
+  hlo::Builder& b = ctx.b;
+  const Output& out = ctx.outputs.at(0);
+  if (!is_floating(out.dtype)) throw Unsupported(ctx.op + ": dtype");
+  DType acc = accumulation_type(out.dtype);
+  Value x1 = b.convert(ctx.tensor(0), acc), x2 = b.convert(ctx.tensor(1), acc);
+  Dims d1 = b.dims(x1), d2 = b.dims(x2);
+  int64_t m = d1.back();
+  Dims pairs = out.dims;  // [..., P, R]
+  if (numel(pairs) == 0) return {b.zeros(ctx.out_type())};
+  pairs.push_back(m);
+  int64_t r = static_cast<int64_t>(pairs.size());
+  Dims batch(out.dims.begin(), out.dims.end() - 2);
+  auto spread = [&](Value x, int64_t kept) {
+    Dims shape = batch;
+    shape.push_back(b.dims(x)[b.rank(x) - 2]);
+    shape.push_back(m);
+    x = b.broadcast_to(x, shape);
+    Dims mapping = all_dims(r - 3);
+    mapping.push_back(kept);
+    mapping.push_back(r - 1);
+    return b.broadcast_in_dim(x, pairs, mapping);
+  };
+  Value diff = b.sub(spread(x1, r - 3), spread(x2, r - 2));
+  if (m == 0) return {b.zeros(ctx.out_type())};
+  return {as_output(ctx, p_norm_last(b, diff, b.convert(ctx.tensor(2), acc)))};
+}
+
+// _pdist_forward(self [N, M], p) -> the N (N - 1) / 2 distances of distinct rows i < j, row-major.
+std::vector<Value> lower_pdist(Context& ctx) {
+  hlo::Builder& b = ctx.b;
+  const Output& out = ctx.outputs.at(0);
+  if (!is_floating(out.dtype)) throw Unsupported(ctx.op + ": dtype");
+  DType acc = accumulation_type(out.dtype);
+  Value x = b.convert(ctx.tensor(0), acc);
+  int64_t n = b.dims(x)[0], m = b.dims(x)[1];
+  int64_t count = n * (n - 1) / 2;
+  if (count == 0) return {b.zeros(ctx.out_type())};
+  if (m == 0) return {b.zeros(ctx.out_type())};
+  // The row pairs, as constants built from iotas: row i's pairs start at i n - i (i + 1) / 2.
+  TensorType it{DType::I64, {count}};
+  Value k = b.iota(it, 0);
+  Value first = b.zeros(it), second = b.zeros(it);
+  for (int64_t i = 0; i + 1 < n; ++i) {
+    double start = static_cast<double>(i * n - i * (i + 1) / 2);
+    double next = start + static_cast<double>(n - 1 - i);
+    Value mine = b.binary("stablehlo.and", b.compare(k, b.full(start, it), "GE"), b.compare(k, b.full(next, it), "LT"));
+    first = b.select(mine, b.full(static_cast<double>(i), it), first);
+    second = b.select(mine, b.add(b.sub(k, b.full(start, it)), b.full(static_cast<double>(i + 1), it)), second);
+  }
+  hlo::Builder::GatherDims g{{1}, {0}, {0}, 1};
+  Value a = b.gather(x, b.reshape(first, {count, 1}), g, {1, m}, {count, m});
+  Value c = b.gather(x, b.reshape(second, {count, 1}), g, {1, m}, {count, m});
+  return {as_output(ctx, p_norm_last(b, b.sub(a, c), b.convert(ctx.tensor(1), acc)))};
+}
 }  // namespace
 
 TPU_LOWERING("mm", lower_mm);
@@ -103,6 +176,8 @@ TPU_LOWERING("dot", lower_dot);
 TPU_LOWERING("vdot", lower_vdot);
 TPU_LOWERING("trace", lower_trace);
 TPU_LOWERING("linalg_cross", lower_linalg_cross);
+TPU_LOWERING("_cdist_forward", lower_cdist);
+TPU_LOWERING("_pdist_forward", lower_pdist);
 TPU_LOWERING("mv", lower_mv);
 TPU_LOWERING("addmm", lower_addmm);
 TPU_LOWERING("baddbmm", lower_baddbmm);
