@@ -395,3 +395,15 @@ def test_compiled_graphs_load_from_the_persistent_cache_in_a_new_process(tmp_pat
     (cold_compiles, _), (warm_compiles, warm_disk_hits) = [map(int, r.stdout.split()[-2:]) for r in runs]
     assert cold_compiles > 0
     assert warm_compiles == 0 and warm_disk_hits == cold_compiles
+
+
+def test_grouped_mm_in_float32_compiles_as_hugging_face_moe_layers_call_it(mode):
+    def experts(tokens, weights, offsets):
+        return torch._grouped_mm(tokens, weights, offs=offsets).relu()
+
+    torch.manual_seed(0)
+    tokens, weights = torch.randn(6, 4), torch.randn(3, 4, 8)
+    offsets = torch.tensor([2, 3, 6], dtype=torch.int32)
+    compiled = torch.compile(experts, backend="tpu")
+    actual = compiled(tokens.to("tpu"), weights.to("tpu"), offsets.to("tpu"))
+    torch.testing.assert_close(actual.cpu(), experts(tokens, weights, offsets))

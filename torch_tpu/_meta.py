@@ -1,4 +1,4 @@
-"""Meta (shape) functions PyTorch lacks for ops that its non-CPU devices reach.
+"""Meta (shape) functions PyTorch lacks, or gets wrong, for ops that its non-CPU devices reach.
 
 The tpu device computes every result's shape with the op's meta function before lowering it;
 ATen's GRU takes the fused cell kernels on any device but the CPU, and those two ops ship no meta
@@ -26,7 +26,32 @@ def _fused_gru_cell_backward(grad_hy, workspace, has_bias):
     return gates, torch.empty_like(gates), torch.empty_like(grad_hy), bias, torch.empty_like(bias)
 
 
+def _grouped_mm_for_tpu(original):
+    """PyTorch's meta function for _grouped_mm accepts only bfloat16, CUDA's restriction; the tpu
+    device runs it (its composite kernel) in any floating dtype, and Hugging Face's MoE layers
+    call it in float32 on tpu, also under torch.compile, whose fake tensors reach this check."""
+
+    def meta(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
+        # Inside a fake-tensor kernel the tensors report the meta device, not tpu. CPU accepts
+        # these dtypes too, so only CUDA's path keeps the bfloat16 restriction.
+        if (mat_a.device.type in ("tpu", "meta") and mat_a.dtype == mat_b.dtype
+                and mat_a.dtype in (torch.float32, torch.float16)):
+            result = original(mat_a.to(torch.bfloat16), mat_b.to(torch.bfloat16), offs,
+                              None if bias is None else bias.to(torch.bfloat16), out_dtype)
+            return result if out_dtype is not None else result.to(mat_a.dtype)
+        return original(mat_a, mat_b, offs, bias, out_dtype)
+
+    return meta
+
+
 def register():
+    op = torch.ops.aten._grouped_mm.default
+    original = op.py_kernels.get(torch._C.DispatchKey.Meta)
+    if original is not None and not getattr(original, "_tpu_relaxed", False):
+        relaxed = _grouped_mm_for_tpu(original)
+        relaxed._tpu_relaxed = True
+        op.py_kernels[torch._C.DispatchKey.Meta] = relaxed
+
     for name, fn in (("_thnn_fused_gru_cell", _fused_gru_cell),
                      ("_thnn_fused_gru_cell_backward", _fused_gru_cell_backward)):
         if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", "Meta"):
