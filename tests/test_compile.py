@@ -402,7 +402,7 @@ def test_grouped_mm_in_float32_compiles_as_hugging_face_moe_layers_call_it(mode)
         return torch._grouped_mm(tokens, weights, offs=offsets).relu()
 
     torch.manual_seed(0)
-    tokens, weights = torch.randn(6, 4), torch.randn(3, 4, 8)
+    tokens, weights = torch.randn(6, 8), torch.randn(3, 8, 8)
     offsets = torch.tensor([2, 3, 6], dtype=torch.int32)
     compiled = torch.compile(experts, backend="tpu")
     actual = compiled(tokens.to("tpu"), weights.to("tpu"), offsets.to("tpu"))
