@@ -1,7 +1,7 @@
 """Op coverage of the tpu device against PyTorch's OpInfo database.
 
     python -m torch_tpu.tools.op_coverage [--mode strict|debug|defer_and_fuse] [--ops a,b]
-        [--dtypes float32,int64] [--max-samples N] [--jobs N] [--timeout S] [--out DIR]
+        [--dtypes float32,int64] [--max-samples N] [--jobs N] [--timeout S] [--out DIR] [--rerender]
 
 Every OpInfo in op_db that supports float32 on CPU runs its sample inputs on tpu and on CPU
 (generated on CPU, copied to tpu) in the chosen eager mode: forward for each dtype asked for
@@ -13,8 +13,9 @@ to stderr and, on the last line of stdout, JSON with the totals:
   ops_total, ops_pass (every float32 forward sample agrees with CPU), ops_native (those that also
   ran no op through the CPU fallback), core_total / core_pass / core_native (the same outside
   linalg.*, fft.*, special.*), samples_total / samples_pass (forward samples over all dtypes),
-  backward_total / backward_pass (ops whose float32 gradients were checked / agreed everywhere)
-  and backward_samples_total / backward_samples_pass.
+  backward_total / backward_pass (ops whose float32 gradients were checked / agreed everywhere),
+  backward_samples_total / backward_samples_pass, and families: total / pass / native for each
+  of linalg.*, fft.* and special.*. --rerender rewrites the report from a saved sweep's JSON.
 """
 import argparse
 import json
@@ -149,6 +150,11 @@ def _totals(records):
     from torch_tpu.tools.opinfo_runner import is_core
 
     core = [r for r in records if is_core(r["op"])]
+    families = {}
+    for family in ("linalg", "fft", "special"):
+        members = [r for r in records if r["op"].startswith(family + ".")]
+        families[family] = {"total": len(members), "pass": sum(r["pass"] for r in members),
+                            "native": sum(r["native"] for r in members)}
     fwd = [s for r in records for s in r["forward"].values()]
     backs = [r["backward"] for r in records if r.get("backward") and r["backward"]["total"]]
     return {
@@ -165,7 +171,31 @@ def _totals(records):
         "backward_native": sum(r["backward_native"] for r in records),
         "backward_samples_total": sum(b["total"] for b in backs),
         "backward_samples_pass": sum(b["passed"] for b in backs),
+        "families": families,
     }
+
+
+def _write(args, ordered, excluded, extra):
+    totals = _totals(ordered)
+    totals.update(extra)
+    with open(os.path.join(args.out, "op_coverage.md"), "w") as f:
+        f.write(_markdown(ordered, excluded, args, totals))
+    with open(os.path.join(args.out, "op_coverage.json"), "w") as f:
+        json.dump({"totals": totals, "ops": ordered, "excluded": excluded}, f, indent=1)
+    print(f"wrote {os.path.join(args.out, 'op_coverage.md')}", file=sys.stderr)
+    print(json.dumps(totals))
+
+
+def _rerender(args):
+    """Rewrites the report of an earlier sweep in --out from its JSON, without running anything."""
+    with open(os.path.join(args.out, "op_coverage.json")) as f:
+        saved = json.load(f)
+    ordered = saved["ops"]
+    for record in ordered:
+        _classify(record)
+    extra = {k: saved["totals"][k] for k in ("mode", "seconds") if k in saved["totals"]}
+    args.mode = extra.get("mode", args.mode)
+    _write(args, ordered, saved["excluded"], extra)
 
 
 def _run(args):
@@ -251,15 +281,7 @@ def _run(args):
                 retire(w, f"timeout after {args.timeout}s")
 
     ordered = [records[k] for k in keys if k in records]
-    totals = _totals(ordered)
-    totals["mode"] = args.mode
-    totals["seconds"] = round(time.monotonic() - start, 1)
-    with open(os.path.join(args.out, "op_coverage.md"), "w") as f:
-        f.write(_markdown(ordered, excluded, args, totals))
-    with open(os.path.join(args.out, "op_coverage.json"), "w") as f:
-        json.dump({"totals": totals, "ops": ordered, "excluded": excluded}, f, indent=1)
-    print(f"wrote {os.path.join(args.out, 'op_coverage.md')}", file=sys.stderr)
-    print(json.dumps(totals))
+    _write(args, ordered, excluded, {"mode": args.mode, "seconds": round(time.monotonic() - start, 1)})
 
 
 def main(argv=None):
@@ -277,12 +299,16 @@ def main(argv=None):
     # max_unpool2d and the 3-D pools compile one program per sample shape: minutes on 2 cores.
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per op")
     parser.add_argument("--out", default="op_coverage")
+    parser.add_argument("--rerender", action="store_true",
+                        help="rewrite the report in --out from its saved JSON; runs nothing")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if "float32" not in args.dtypes.split(","):
         parser.error("--dtypes must include float32")
     if args.worker:
         _worker(args)
+    elif args.rerender:
+        _rerender(args)
     else:
         _run(args)
 
