@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <thread>
 
 #include "exec/executor.h"
 
@@ -156,6 +157,20 @@ std::string describe_call(const int64_t* f) {
   return s.str();
 }
 
+// Gloo's worker thread keeps its reference to a work for a moment after completing it. If that
+// reference were the last, the work's tensors would be freed on the worker thread, and a CPU
+// tensor that Python created (an object collective's buffer) would take the GIL there, which
+// aborts the process when it happens during interpreter shutdown. So the caller's thread waits
+// (briefly) to hold the last reference, and drops it itself.
+void release_on_this_thread(c10::intrusive_ptr<c10d::Work>& work) {
+  if (!work) return;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  while (work.use_count() > 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  work.reset();
+}
+
 }  // namespace
 
 TpuWork::TpuWork(int rank, c10d::OpType type, std::string name, std::vector<at::Tensor> outputs,
@@ -194,7 +209,7 @@ void TpuWork::complete(std::chrono::milliseconds timeout) {
       }
     }
     finish_ = nullptr;
-    inner_.reset();
+    release_on_this_thread(inner_);
     done_ = true;
     if (error_) {
       future_->setError(error_);

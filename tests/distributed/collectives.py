@@ -10,6 +10,7 @@ import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 
 import torch_tpu
+import torch_tpu.distributed
 
 # The *_into_tensor and *_tensor names are deprecated in favour of *_single, but are what users call.
 warnings.filterwarnings("ignore", category=FutureWarning)
@@ -165,6 +166,15 @@ def check_all(rank, world):
     a_t = funcol.all_to_all_single(src.to("tpu"), out_splits, in_splits, group)
     a_c = funcol.all_to_all_single(src.clone(), out_splits, in_splits, group)
     same(funcol.wait_tensor(a_t), funcol.wait_tensor(a_c), "functional all_to_all_single")
+
+    # The staging accounts for what it moved: one all_reduce of 64 KiB goes to the host and back.
+    staged = torch.randn(16384).to("tpu")
+    torch_tpu.distributed.reset_staging_stats()
+    dist.all_reduce(staged)
+    stats = torch_tpu.distributed.staging_stats()
+    assert stats["operations"] == 1, stats
+    assert stats["bytes_to_host"] == stats["bytes_to_device"] == 16384 * 4, stats
+    assert stats["total_seconds"] >= stats["to_host_seconds"] + stats["to_device_seconds"], stats
 
     # Object collectives ride on the same group's CPU path.
     objs = [None] * world
