@@ -49,7 +49,7 @@ def test_ddp_fsdp2_checkpoint_and_dtensor_agree_with_cpu(tmp_path):
     output = launch("parallel.py", CHECKPOINT_DIR=str(tmp_path))
     for rank in range(2):
         for mode in MODES:
-            assert f"rank {rank}: ddp,fsdp,dtensor agree with CPU in {mode}" in output, output[-3000:]
+            assert f"rank {rank}: ddp,fsdp,dtensor agree with CPU in {mode} " in output, output[-3000:]
     # Both ranks wrote their shards of the checkpoint.
     assert len(list((tmp_path / "strict").glob("*.distcp"))) == 2
 

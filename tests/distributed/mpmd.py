@@ -35,8 +35,9 @@ def loss_fn(model, tokens):
 def run(rank, world):
     torch.manual_seed(0)
     model = Decoder(vocab=64, dim=32, heads=2, layers=1, seq=8).to("tpu")
-    ddp = DDP(model)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    # The same model, buckets and optimizer as parallel.py's DDP check: the two share programs.
+    ddp = DDP(model, bucket_cap_mb=0.1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     gen = torch.Generator().manual_seed(rank)
     eval_tokens = torch.randint(0, 64, (3, 7), generator=gen).to("tpu")
     programs_at_warmup = new_programs = None

@@ -5,6 +5,7 @@ against unsharded CPU results. Launched with torchrun --nproc-per-node 2; PARTS 
 what runs; exits non-zero on the first mismatch."""
 import copy
 import os
+import time
 import warnings
 
 import torch
@@ -78,7 +79,7 @@ def check_params(named, reference, what):
 def check_ddp(rank, world, reference):
     # Rank 1 starts from other weights: DDP's broadcast of rank 0's state must fix that.
     model = small_decoder(0 if rank == 0 else 5).to("tpu")
-    ddp = DDP(model, bucket_cap_mb=0.05)
+    ddp = DDP(model, bucket_cap_mb=0.1)
     train(ddp, rank, world)
     check_params(model.named_parameters(), reference, "DDP")
 
@@ -153,15 +154,21 @@ def main():
     assert dist.get_backend() == "tpu_dist", dist.get_backend()
     reference = cpu_reference(world)
     for mode in MODES:
+        seconds = {}
         with torch_tpu.eager_mode(mode):
-            if "ddp" in PARTS:
-                check_ddp(rank, world, reference)
-            if "fsdp" in PARTS:
-                check_fsdp(rank, world, reference, os.path.join(os.environ["CHECKPOINT_DIR"], mode))
-            if "dtensor" in PARTS:
-                check_dtensor(rank, world)
-            torch.tpu.synchronize()
-        print(f"rank {rank}: {','.join(PARTS)} agree with CPU in {mode}", flush=True)
+            for part in PARTS:
+                start = time.perf_counter()
+                if part == "ddp":
+                    check_ddp(rank, world, reference)
+                elif part == "fsdp":
+                    check_fsdp(rank, world, reference,
+                               os.path.join(os.environ["CHECKPOINT_DIR"], mode))
+                elif part == "dtensor":
+                    check_dtensor(rank, world)
+                torch.tpu.synchronize()
+                seconds[part] = round(time.perf_counter() - start, 1)
+        print(f"rank {rank}: {','.join(PARTS)} agree with CPU in {mode} (seconds: {seconds})",
+              flush=True)
     dist.destroy_process_group()
 
 
