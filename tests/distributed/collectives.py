@@ -151,6 +151,23 @@ def check_all(rank, world):
             for t in pair:
                 dist.all_reduce(t)
     same([a_t, b_t], [a_c, b_c], "coalesced all_reduce")
+    outs_t = [torch.empty(6 * world, 5, device="tpu") for _ in range(2)]
+    outs_c = [torch.empty(6 * world, 5) for _ in range(2)]
+    torch_tpu.distributed.reset_staging_stats()
+    for outs, ins in ((outs_t, [x.to("tpu"), (x + 1).to("tpu")]), (outs_c, [x, x + 1])):
+        with dist._coalescing_manager():
+            for o, i in zip(outs, ins):
+                dist.all_gather_into_tensor(o, i)
+    same(outs_t, outs_c, "coalesced all_gather_into_tensor")
+    # One operation for both tensors: the coalescing manager's request reached the backend.
+    assert torch_tpu.distributed.staging_stats()["operations"] == 1
+    outs_t = [torch.empty(4, 3, device="tpu") for _ in range(2)]
+    outs_c = [torch.empty(4, 3) for _ in range(2)]
+    for outs, ins in ((outs_t, [big.to("tpu"), (big * 3).to("tpu")]), (outs_c, [big, big * 3])):
+        with dist._coalescing_manager():
+            for o, i in zip(outs, ins):
+                dist.reduce_scatter_tensor(o, i)
+    same(outs_t, outs_c, "coalesced reduce_scatter_tensor")
 
     # Functional collectives (DTensor's path): out of place, waited for on use.
     group = dist.group.WORLD
