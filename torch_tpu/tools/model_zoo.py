@@ -245,9 +245,12 @@ def _shrink(config):
             elif isinstance(small, (int, float)) and isinstance(value, (int, float)):
                 new = min(value, small) if key not in ("num_labels", "tie_word_embeddings") \
                     else small
-        elif ("dropout" in key or key.endswith("_pdrop") or "drop_path" in key) and \
-                isinstance(value, float):
+        elif ("dropout" in key or key.endswith("_pdrop") or "drop_path" in key or
+              "drop_prob" in key) and isinstance(value, float):
             new = 0.0
+        elif ("dropout" in key or "drop_path" in key or "drop_prob" in key) and \
+                isinstance(value, (list, tuple)) and all(isinstance(v, float) for v in value):
+            new = [0.0] * len(value)
         elif key in ("hidden_sizes", "embed_dims", "hidden_dims", "widths", "dims") and \
                 isinstance(value, (list, tuple)) and value and isinstance(value[0], int):
             new = [8 * 2 ** min(i, 2) for i in range(len(value))]
@@ -495,6 +498,8 @@ def build(model_type):
     if task is None:
         raise NotApplicable(f"{model_type} is in none of the task mappings")
     class_name = mappings[task][model_type]
+    if isinstance(class_name, (list, tuple)):  # e.g. DeiT: (plain head, head with a teacher)
+        class_name = class_name[0]
     cls = getattr(transformers, class_name, None)
     if cls is None:
         raise NotApplicable(f"transformers has no class {class_name} in this installation")
