@@ -315,16 +315,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::run(
     staging_.begin();
     t_staging = &staging_;
   }
-  c10::intrusive_ptr<c10d::Work> inner;
-  try {
-    inner = launch();
-  } catch (const c10::DistBackendError&) {
-    throw;
-  } catch (...) {
-    std::string reason = describe_error(std::current_exception());
-    C10_THROW_ERROR(DistBackendError, c10::str("tpu_dist: ", name, " failed on rank ", rank_,
-                                               ": ", reason));
-  }
+  // Errors while starting (bad arguments, which the transport checks as it does for CPU tensors)
+  // pass through unchanged, so tpu tensors raise what CPU tensors raise.
+  c10::intrusive_ptr<c10d::Work> inner = launch();
   auto work = c10::make_intrusive<TpuWork>(rank_, type, name, std::move(outputs), std::move(inner),
                                            std::move(finish), timeout_);
   if (blocking) work->complete();

@@ -193,6 +193,17 @@ def check_all(rank, world):
     assert stats["bytes_to_host"] == stats["bytes_to_device"] == 16384 * 4, stats
     assert stats["total_seconds"] >= stats["to_host_seconds"] + stats["to_device_seconds"], stats
 
+    # Bad arguments raise what they raise for CPU tensors.
+    errors = {}
+    for device in ("cpu", "tpu"):
+        try:
+            dist.all_gather([torch.empty(6, 5, device=device)], x.to(device))
+        except Exception as e:  # noqa: BLE001 - the type is what is compared
+            errors[device] = (type(e), str(e).splitlines()[0])
+        else:
+            raise AssertionError(f"all_gather with too few outputs on {device} did not raise")
+    assert errors["cpu"] == errors["tpu"], errors
+
     # Object collectives ride on the same group's CPU path.
     objs = [None] * world
     dist.all_gather_object(objs, {"rank": rank})
