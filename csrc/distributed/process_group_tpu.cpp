@@ -40,12 +40,12 @@ at::Tensor host_buffer(const at::Tensor& like) {
   return at::empty(like.sizes(), like.options().device(at::kCPU));
 }
 
-// Device -> host through the ordinary copy path, which waits for the value (and in
-// defer-and-fuse runs the graph that produces it). CPU tensors are used as they are.
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// Device -> host through the ordinary copy path, which waits for the value (and in
+// defer-and-fuse runs the graph that produces it). CPU tensors are used as they are.
 at::Tensor stage_in(const at::Tensor& t) {
   if (!on_tpu(t)) return t;
   at::Tensor host = host_buffer(t);
