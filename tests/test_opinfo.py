@@ -41,7 +41,7 @@ SLICE = [
     "index_reduce.amax", "scatter_reduce.amin",
     "flip", "roll", "tril", "nn.functional.pad.constant", "nn.functional.pad.reflect", "take",
     "index_copy", "index_fill", "searchsorted", "isin", "histc", "nonzero", "masked_select",
-    "masked_scatter", "__getitem__",
+    "masked_scatter", "__getitem__", "repeat_interleave", "frexp", "nn.functional.unfold",
     "nn.functional.pad.replicate",
     # matrix products
     "mm", "bmm", "addmm", "mv",
@@ -49,6 +49,8 @@ SLICE = [
     "nn.functional.layer_norm", "nn.functional.group_norm", "nn.functional.batch_norm",
     "nn.functional.cross_entropy", "nn.functional.mse_loss", "nn.functional.binary_cross_entropy",
     "nn.functional.huber_loss", "nn.functional.smooth_l1_loss", "nn.functional.softshrink",
+    "nn.functional.multi_margin_loss", "nn.functional.multilabel_margin_loss", "native_batch_norm",
+    "_batch_norm_with_update",
     "nn.functional.embedding",
     # convolution and pooling
     "nn.functional.conv2d", "nn.functional.conv_transpose2d", "nn.functional.max_pool2d",
@@ -88,9 +90,6 @@ if not _conv_reaches_lowering():
 
 # op -> why its forward samples still run (partly) on the CPU.
 FALLBACK = {
-    "nn.functional.batch_norm": "training with running statistics updates them in place, "
-                                "which native_batch_norm's lowering declines",
-    "nn.functional.embedding": "max_norm= renormalizes the weight in place (embedding_renorm_)",
     "gather": "a sample with an empty uint8 index: uint8 indices are not lowered",
 }
 

@@ -1,5 +1,5 @@
-// Ops whose result shape depends on the data (nonzero, masked_select) or whose result is a host
-// value (equal), composed from ops that have lowerings.
+// Ops whose result shape depends on the data (nonzero, masked_select, repeat_interleave) or whose
+// result is a host value (equal), composed from ops that have lowerings.
 //
 // A data-dependent shape needs one number from the device: the count is computed there and read
 // (a sync), then the result is built at its now known size. Everything else stays on the device:
@@ -106,6 +106,22 @@ bool equal_tpu(const at::Tensor& self, const at::Tensor& other) {
   return at::eq(self, other).all().item<bool>();
 }
 
+// repeat_interleave(repeats, output_size?): index i repeated repeats[i] times. Output k belongs
+// to the first i whose running total exceeds k: a searchsorted of k in the running totals.
+at::Tensor repeat_interleave_tpu(const at::Tensor& repeats, std::optional<c10::SymInt> output_size) {
+  TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
+  TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+              "repeats has to be Long or Int tensor");
+  at::Tensor totals = at::cumsum(repeats, 0, at::kLong);
+  int64_t total = output_size ? output_size->expect_int()
+                              : (repeats.numel() == 0 ? 0 : totals[-1].item<int64_t>());
+  if (!output_size && repeats.numel() > 0) {
+    TORCH_CHECK(repeats.min().item<int64_t>() >= 0, "repeats can not be negative");
+  }
+  at::Tensor k = at::arange(total, totals.options());
+  return at::searchsorted(totals, k, /*out_int32=*/false, /*right=*/true).to(repeats.scalar_type());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -116,4 +132,5 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_select.out", TORCH_FN(masked_select_out_tpu));
   m.impl("masked_scatter_", TORCH_FN(masked_scatter_tpu_));
   m.impl("equal", TORCH_FN(equal_tpu));
+  m.impl("repeat_interleave.Tensor", TORCH_FN(repeat_interleave_tpu));
 }

@@ -207,6 +207,9 @@ class CallBuilder {
   }
 
   // The stack the meta function runs on: tpu tensors become meta tensors of the same layout.
+  // The boxed argument i as a bool (false when it is not one).
+  bool arg_bool(size_t i) const { return i < args_.size() && args_[i].isBool() && args_[i].toBool(); }
+
   torch::jit::Stack meta_stack() const {
     torch::jit::Stack meta;
     meta.reserve(args_.size());
@@ -544,6 +547,22 @@ c10::optional<std::vector<ResultShape>> run_meta(const c10::OperatorHandle& op, 
       shape.strides.assign(t.strides().begin(), t.strides().end());
     }
     shapes.push_back(std::move(shape));
+  }
+  // Batch norm in evaluation: the CPU kernels save no statistics and return empty tensors where
+  // the meta functions describe per-channel ones.
+  const std::string& name = op.schema().name();
+  if (name == "aten::native_batch_norm" || name == "aten::_native_batch_norm_legit" ||
+      name == "aten::_native_batch_norm_legit_no_training") {
+    const auto& arguments = op.schema().arguments();
+    size_t training_index = op.schema().overload_name().rfind("no_stats", 0) == 0 ? 3 : 5;
+    bool evaluating = name == "aten::_native_batch_norm_legit_no_training" ||
+                      (training_index < arguments.size() && !builder.arg_bool(training_index));
+    if (evaluating && shapes.size() == 3) {
+      for (size_t r = 1; r < 3; ++r) {
+        shapes[r].sizes = {0};
+        shapes[r].strides = {1};
+      }
+    }
   }
   return shapes;
 }

@@ -503,6 +503,105 @@ std::vector<Value> lower_huber_like_backward(Context& ctx, bool smooth_l1) {
 std::vector<Value> lower_huber_loss_backward(Context& ctx) { return lower_huber_like_backward(ctx, false); }
 std::vector<Value> lower_smooth_l1_loss_backward(Context& ctx) { return lower_huber_like_backward(ctx, true); }
 
+// embedding_renorm_(self [V, D], indices, max_norm, norm_type): the rows indices name whose
+// norm_type-norm exceeds max_norm are scaled to norm max_norm (PyTorch divides by norm + 1e-7).
+std::vector<Value> lower_embedding_renorm(Context& ctx) {
+  Builder& b = ctx.b;
+  Value weight = ctx.tensor(0), indices = ctx.tensor(1);
+  DType dtype = b.dtype(weight);
+  if (!is_floating(dtype) || b.rank(weight) != 2) throw Unsupported(ctx.op + ": arguments");
+  int64_t rows = b.dims(weight)[0];
+  int64_t count = numel(b.dims(indices));
+  if (count == 0 || numel(b.dims(weight)) == 0) return {as_output(ctx, weight)};
+  DType acc = accumulation_type(dtype);
+  Value w = b.convert(weight, acc);
+  Builder::ScatterDims s{{}, {0}, {0}, 1};
+  Value where = b.reshape(b.convert(indices, DType::I64), {count, 1});
+  Value named = b.scatter(b.zeros({DType::Bool, {rows}}), where, b.full(1, {DType::Bool, {count}}), s, "");
+  Value p = b.convert(ctx.tensor(3), acc);
+  Value powered = b.binary("stablehlo.power", b.unary("stablehlo.abs", w), b.broadcast_to(p, b.dims(w)));
+  Value norm = b.binary("stablehlo.power", sum_over(b, powered, {1}), b.broadcast_to(b.div(b.constant(1, acc), p), {rows}));
+  Value max_norm = b.broadcast_to(b.convert(ctx.tensor(2), acc), {rows});
+  Value scale = b.div(max_norm, b.add(norm, b.full(1e-7, {acc, {rows}})));
+  Value shrink = b.binary("stablehlo.and", named, b.compare(norm, max_norm, "GT"));
+  scale = b.select(shrink, scale, b.full(1, {acc, {rows}}));
+  return {as_output(ctx, b.mul(w, b.broadcast_in_dim(scale, b.dims(w), {0})))};
+}
+
+// multi_margin_loss(self [N, C] or [C], target, p, margin, weight?, reduction):
+// sum over j != y of max(0, margin - x[y] + x[j])^p (times weight[y]), divided by C.
+std::vector<Value> lower_multi_margin_loss(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  DType dtype = b.dtype(x);
+  if (!is_floating(dtype)) throw Unsupported(ctx.op + ": non-floating");
+  DType acc = accumulation_type(dtype);
+  x = b.convert(x, acc);
+  if (b.rank(x) <= 1) x = b.reshape(x, {1, numel(b.dims(x))});
+  int64_t n = b.dims(x)[0], c = b.dims(x)[1];
+  if (n == 0 || c == 0) throw Unsupported(ctx.op + ": empty");
+  Value target = b.reshape(b.convert(ctx.tensor(1), DType::I64), {n});
+  TensorType nc{acc, {n, c}};
+  Value classes = b.iota({DType::I64, {n, c}}, 1);
+  Value is_target = b.compare(classes, b.broadcast_in_dim(target, {n, c}, {0}), "EQ");
+  Value picked = sum_over(b, b.select(is_target, x, b.zeros(nc)), {1});  // x[y]
+  Value margin = b.convert(b.broadcast_to(b.convert(ctx.tensor(3), acc), {n, c}), acc);
+  Value z = b.add(b.sub(margin, b.broadcast_in_dim(picked, {n, c}, {0})), x);
+  z = b.max(z, b.zeros(nc));
+  // p is 1 or 2 (PyTorch checks); a runtime number, so both are computed.
+  Value p = b.broadcast_to(b.convert(ctx.tensor(2), acc), {n, c});
+  z = b.select(b.compare(p, b.full(2, nc), "EQ"), b.mul(z, z), z);
+  if (ctx.has(4)) {
+    Value weight = b.convert(ctx.tensor(4), acc);
+    Builder::GatherDims g{{}, {0}, {0}, 1};
+    Value wy = b.gather(weight, b.reshape(target, {n, 1}), g, {1}, {n});
+    z = b.mul(z, b.broadcast_in_dim(wy, {n, c}, {0}));
+  }
+  z = b.select(is_target, b.zeros(nc), z);
+  Value loss = b.div(sum_over(b, z, {1}), b.full(static_cast<double>(c), {acc, {n}}));
+  Reduction reduction = reduction_arg(ctx, 5);
+  if (reduction == kNone) return {as_output(ctx, loss)};
+  return {as_output(ctx, reduce_loss(b, loss, reduction))};
+}
+
+// multilabel_margin_loss_forward(self [N, C] or [C], target (same shape, class indices ended by
+// -1), reduction) -> (loss, is_target): for each target class j and non-target class i,
+// max(0, 1 - (x[j] - x[i])), summed and divided by C.
+std::vector<Value> lower_multilabel_margin_loss(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  DType dtype = b.dtype(x);
+  if (!is_floating(dtype)) throw Unsupported(ctx.op + ": non-floating");
+  DType acc = accumulation_type(dtype);
+  int64_t c = b.rank(x) == 0 ? 1 : b.dims(x).back();
+  int64_t n = c == 0 ? 0 : numel(b.dims(x)) / c;
+  if (n == 0 || c == 0) throw Unsupported(ctx.op + ": empty");
+  x = b.reshape(b.convert(x, acc), {n, c});
+  Value target = b.reshape(b.convert(ctx.tensor(1), DType::I64), {n, c});
+  // Entries before the first -1 count.
+  TensorType ik{DType::I64, {n, c}};
+  Value k = b.iota(ik, 1);
+  Value stop = b.select(b.compare(target, b.full(-1, ik), "EQ"), k, b.full(static_cast<double>(c), ik));
+  Value first_stop = b.reduce(stop, b.constant(static_cast<double>(c), DType::I64), {1}, "stablehlo.minimum");
+  Value valid = b.compare(k, b.broadcast_in_dim(first_stop, {n, c}, {0}), "LT");
+  // hits[n, class, k]: entry k names class.
+  Dims nck{n, c, c};
+  Value classes = b.iota({DType::I64, nck}, 1);
+  Value named = b.compare(b.broadcast_in_dim(target, nck, {0, 2}), classes, "EQ");
+  named = b.binary("stablehlo.and", named, b.broadcast_in_dim(valid, nck, {0, 2}));
+  Value count = sum_over(b, b.convert(named, acc), {2});  // [n, class]
+  Value is_target = b.compare(count, b.zeros({acc, {n, c}}), "GT");
+  // pairs[n, j, i] = count[n, j] * !is_target[n, i] * max(0, 1 - x[n, j] + x[n, i])
+  Value xj = b.broadcast_in_dim(x, nck, {0, 1}), xi = b.broadcast_in_dim(x, nck, {0, 2});
+  Value hinge = b.max(b.add(b.sub(b.full(1, {acc, nck}), xj), xi), b.zeros({acc, nck}));
+  Value weight = b.mul(b.broadcast_in_dim(count, nck, {0, 1}),
+                       b.broadcast_in_dim(b.convert(b.unary("stablehlo.not", is_target), acc), nck, {0, 2}));
+  Value loss = b.div(sum_over(b, b.mul(weight, hinge), {1, 2}), b.full(static_cast<double>(c), {acc, {n}}));
+  Reduction reduction = reduction_arg(ctx, 2);
+  Value out = reduction == kNone ? loss : reduce_loss(b, loss, reduction);
+  return {as_output(ctx, out, 0), as_output(ctx, b.convert(is_target, acc), 1)};
+}
+
 }  // namespace
 
 TPU_LOWERING("native_layer_norm", lower_native_layer_norm);
@@ -521,6 +620,9 @@ TPU_LOWERING("nll_loss2d_backward", lower_nll_loss_backward);
 TPU_LOWERING("mse_loss", lower_mse_loss);
 TPU_LOWERING("mse_loss_backward", lower_mse_loss_backward);
 TPU_LOWERING("huber_loss", lower_huber_loss);
+TPU_LOWERING("embedding_renorm", lower_embedding_renorm);
+TPU_LOWERING("multi_margin_loss", lower_multi_margin_loss);
+TPU_LOWERING("multilabel_margin_loss_forward", lower_multilabel_margin_loss);
 TPU_LOWERING("huber_loss_backward", lower_huber_loss_backward);
 TPU_LOWERING("smooth_l1_loss", lower_smooth_l1_loss);
 TPU_LOWERING("smooth_l1_loss_backward", lower_smooth_l1_loss_backward);

@@ -164,6 +164,39 @@ std::vector<Value> lower_angle(Context& ctx) {
   Value angle = b.select(b.compare(x, splat(b, 0, x), "LT"), splat(b, M_PI, x), splat(b, 0, x));
   return finish(ctx, r, b.select(b.compare(x, x, "NE"), x, angle));
 }
+
+// frexp(self) -> (mantissa, int32 exponent) with x = mantissa 2^exponent, |mantissa| in [0.5, 1),
+// read off the float's bits; subnormals are scaled into the normal range first. Zero, inf and
+// NaN give themselves and exponent 0. Half types go through f32, which holds them exactly.
+std::vector<Value> lower_frexp(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  DType dtype = b.dtype(x);
+  if (!is_floating(dtype)) throw Unsupported("frexp of a non-floating tensor");
+  bool wide = dtype == DType::F64;
+  DType f = wide ? DType::F64 : DType::F32, bits = wide ? DType::I64 : DType::I32;
+  int mantissa_bits = wide ? 52 : 23;
+  double bias = wide ? 1022 : 126, exponent_mask = wide ? 0x7ff : 0xff, scale_bits = wide ? 54 : 24;
+  Value v = b.convert(x, f);
+  TensorType ft = b.type(v), it{bits, b.dims(v)};
+  Value tiny = b.compare(op(b, "abs", v), b.full(wide ? 2.2250738585072014e-308 : 1.1754943508222875e-38, ft), "LT");
+  Value scaled = b.select(tiny, b.mul(v, b.full(std::ldexp(1.0, static_cast<int>(scale_bits)), ft)), v);
+  Value raw = b.bitcast_convert(scaled, bits);
+  Value field = b.binary("stablehlo.and", b.op1("stablehlo.shift_right_logical", {raw, b.full(mantissa_bits, it)}, it),
+                         b.full(exponent_mask, it));
+  Value exponent = b.sub(field, b.full(bias, it));
+  exponent = b.select(tiny, b.sub(exponent, b.full(scale_bits, it)), exponent);
+  // Keep sign and fraction, set the exponent field to that of 0.5.
+  Value field_bits = b.op1("stablehlo.shift_left", {b.full(exponent_mask, it), b.full(mantissa_bits, it)}, it);
+  Value fraction = b.binary("stablehlo.and", raw, b.unary("stablehlo.not", field_bits));
+  Value half = b.op1("stablehlo.shift_left", {b.full(bias, it), b.full(mantissa_bits, it)}, it);
+  Value mantissa = b.bitcast_convert(b.binary("stablehlo.or", fraction, half), f);
+  Value special = b.binary("stablehlo.or", b.compare(v, b.zeros(ft), "EQ"),
+                           b.unary("stablehlo.not", b.compare(op(b, "abs", v), b.full(kInf, ft), "LT")));
+  mantissa = b.select(special, v, mantissa);
+  exponent = b.select(special, b.zeros(it), exponent);
+  return {as_output(ctx, mantissa, 0), as_output(ctx, b.convert(exponent, DType::I32), 1)};
+}
 }  // namespace
 
 TPU_LOWERING("lgamma", lower_lgamma);
@@ -176,5 +209,6 @@ TPU_LOWERING("logaddexp2", lower_logaddexp<true>);
 TPU_LOWERING("sinc", lower_sinc);
 TPU_LOWERING("heaviside", lower_heaviside);
 TPU_LOWERING("angle", lower_angle);
+TPU_LOWERING("frexp", lower_frexp);
 
 }  // namespace tpu::lowering
