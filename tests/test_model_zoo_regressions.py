@@ -184,3 +184,26 @@ def test_unfold_with_a_window_larger_than_the_input_raises_as_on_cpu(mode):
     for device in ("cpu", "tpu"):
         with pytest.raises(RuntimeError, match="must be at least one"):
             torch.nn.functional.unfold(x.to(device), kernel_size=5)
+
+
+def test_view_as_real_and_view_as_complex_share_storage_as_on_cpu(mode):
+    # FNet mixes tokens with an FFT and keeps its real part through view_as_real.
+    z = torch.randn(3, 4, dtype=torch.cfloat)
+    t = z.to("tpu")
+    real = torch.view_as_real(t)
+    assert real.shape == (3, 4, 2) and real.stride() == torch.view_as_real(z).stride()
+    torch.testing.assert_close(real.cpu(), torch.view_as_real(z), rtol=0, atol=0)
+    torch.testing.assert_close(torch.view_as_real(t[1:, 1:]).cpu(), torch.view_as_real(z[1:, 1:]),
+                               rtol=0, atol=0)
+    real[0, 0, 1] = 5.0  # a write through the real view is seen by the complex tensor
+    z_written = z.clone()
+    z_written[0, 0] = complex(z[0, 0].real.item(), 5.0)
+    torch.testing.assert_close(t.cpu(), z_written, rtol=0, atol=0)
+    x = torch.randn(2, 6, 2)
+    torch.testing.assert_close(torch.view_as_complex(x.to("tpu")[:, ::2]).cpu(),
+                               torch.view_as_complex(x[:, ::2]), rtol=0, atol=0)
+    for device in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match="complex tensors"):
+            torch.view_as_real(torch.randn(3, device=device))
+        with pytest.raises(RuntimeError, match="last dimension of size 2"):
+            torch.view_as_complex(torch.randn(3, 3, device=device))

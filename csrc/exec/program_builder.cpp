@@ -11,7 +11,24 @@ namespace {
 hlo::Value reinterpret(hlo::Builder& b, hlo::Value flat, DType to) {
   DType from = b.dtype(flat);
   if (from == to) return flat;
-  if (is_complex(from) || is_complex(to)) throw lowering::Unsupported("reinterpreting complex storage");
+  // A complex element is its real part followed by its imaginary part (view_as_real); other
+  // dtypes reach complex storage through that component type.
+  if (is_complex(from)) {
+    DType part = from == DType::C64 ? DType::F32 : DType::F64;
+    int64_t n = b.dims(flat)[0];
+    hlo::Value re = b.reshape(b.op1("stablehlo.real", {flat}, {part, {n}}), {n, 1});
+    hlo::Value im = b.reshape(b.op1("stablehlo.imag", {flat}, {part, {n}}), {n, 1});
+    return reinterpret(b, b.reshape(b.concatenate({re, im}, 1), {2 * n}), to);
+  }
+  if (is_complex(to)) {
+    DType part = to == DType::C64 ? DType::F32 : DType::F64;
+    hlo::Value parts = reinterpret(b, flat, part);
+    int64_t whole = b.dims(parts)[0] / 2;
+    hlo::Value pairs = b.reshape(b.slice(parts, {0}, {2 * whole}, {1}), {whole, 2});
+    hlo::Value re = b.reshape(b.slice(pairs, {0, 0}, {whole, 1}, {1, 1}), {whole});
+    hlo::Value im = b.reshape(b.slice(pairs, {0, 1}, {whole, 2}, {1, 1}), {whole});
+    return b.op1("stablehlo.complex", {re, im}, {to, {whole}});
+  }
   if (from == DType::Bool) return reinterpret(b, b.convert(flat, DType::U8), to);
   if (to == DType::Bool) return b.convert(reinterpret(b, flat, DType::U8), DType::Bool);
   int64_t n = b.dims(flat)[0];
