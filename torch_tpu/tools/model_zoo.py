@@ -721,6 +721,15 @@ def run_arch(model_type, modes=MODES):
     return record
 
 
+def _family_of(model_type):
+    """The family of an architecture whose worker died or hung: from its small config when that
+    builds, else from its task."""
+    try:
+        return family(model_type, _task_of(model_type, _mappings()), small_config(model_type))
+    except Exception:  # noqa: BLE001
+        return _guess_family(model_type)
+
+
 def _guess_family(model_type):
     """A family for an architecture whose config could not be built: from its task only."""
     try:
@@ -849,7 +858,7 @@ def _worker():
         try:
             record = run_arch(job["arch"], job["modes"])
         except BaseException as error:  # noqa: BLE001
-            record = {"arch": job["arch"], "status": "attempted", "family": "unknown",
+            record = {"arch": job["arch"], "status": "attempted", "family": _family_of(job["arch"]),
                       "modes": {m: _crash(f"worker: {_first_line(error)}") for m in job["modes"]},
                       "seconds": 0.0}
         print(RESULT + json.dumps(record, default=str), flush=True)
@@ -945,7 +954,8 @@ def run(archs, modes=MODES, out_dir="model_zoo", jobs=1, timeout=600.0, resume=T
 
     def retire(w, reason):
         if w.job is not None:
-            finish(w, {"arch": w.job["arch"], "status": "attempted", "family": "unknown",
+            finish(w, {"arch": w.job["arch"], "status": "attempted",
+                       "family": _family_of(w.job["arch"]),
                        "modes": {m: _crash(reason) for m in modes},
                        "seconds": round(time.monotonic() - w.started, 1)})
         selector.unregister(w.proc.stdout)
@@ -1060,6 +1070,9 @@ def main(argv=None):
             saved = json.load(f)
         records = _ordered({r["arch"]: r for r in saved["architectures"]}, archs)
         records = [r for r in records if r["arch"] in archs]
+        for r in records:
+            if r.get("family", "unknown") == "unknown":
+                r["family"] = _family_of(r["arch"])
         write_results(args.out, records, modes, saved.get("meta", {}))
         final = totals(records, modes)
         print(json.dumps({m: final[m] for m in modes} |
