@@ -33,6 +33,7 @@ _POLYGAMMA = (1e-5, 3e-5, "psi^(n) is ill-conditioned near its poles and zeros: 
               "from the f64 value at x = -8.0008)")
 TOLERANCES = {
     **{f"polygamma.polygamma_n_{n}": _POLYGAMMA for n in range(5)},
+    "special.polygamma.special_polygamma_n_0": _POLYGAMMA,
     "digamma": (1e-5, 3e-5, "its gradient is polygamma(1, x); see polygamma"),
     "erfinv": (1e-5, 1e-5, "the gradient exp(erfinv(x)^2) magnifies a 1-ulp difference of erfinv "
                            "near +-1 into 6e-6 relative"),
