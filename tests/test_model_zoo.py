@@ -3,6 +3,7 @@ built from small configs pass forward and a training step against the CPU, and t
 count what the records say."""
 import json
 import os
+import time
 
 import pytest
 import torch
@@ -98,3 +99,44 @@ def test_command_line_resumes_and_prints_totals_last(tmp_path, capfd):
     zoo.main(["--arch", "no_such_model", "--modes", "strict", "--out", out])
     err = capfd.readouterr().err
     assert "resuming: 1 of 1" in err
+
+
+def test_a_run_of_other_modes_keeps_the_modes_already_recorded(tmp_path, monkeypatch):
+    out = str(tmp_path)
+    saved = {"arch": "x", "status": "attempted", "family": "vision", "seconds": 1.0,
+             "modes": {"strict": {"forward": "pass", "train": "pass", "error": None, "op": None,
+                                  "fallbacks": {}, "compiles": 1, "seconds": 1.0, "native": True}}}
+    zoo.write_results(out, [saved], ["strict"], {})
+
+    def fake_run_arch(arch, modes):
+        return {"arch": arch, "status": "attempted", "family": "vision", "seconds": 1.0,
+                "modes": {m: {"forward": "fail", "train": "fail", "error": "forward: boom",
+                              "op": None, "fallbacks": {}, "compiles": 0, "seconds": 1.0,
+                              "native": False} for m in modes}}
+
+    # The worker is a subprocess; run it in this process instead, through the same pipe protocol.
+    class InProcess:
+        def __init__(self, log):
+            self.job = None
+            self.started = None
+            self.lines = [zoo.RESULT + json.dumps({"ready": True}) + "\n"]
+            r, w = os.pipe()
+            self._w = w
+            self.proc = type("P", (), {"stdout": os.fdopen(r), "poll": lambda s: None,
+                                       "stdin": type("S", (), {"close": lambda s: None})(),
+                                       "kill": lambda s: None, "wait": lambda s: 0})()
+            os.write(w, self.lines[0].encode())
+
+        def send(self, job):
+            self.job, self.started = job, time.monotonic()
+            record = fake_run_arch(job["arch"], job["modes"])
+            os.write(self._w, (zoo.RESULT + json.dumps(record) + "\n").encode())
+
+        def close(self):
+            os.close(self._w)
+
+    monkeypatch.setattr(zoo, "_Worker", InProcess)
+    records, totals = zoo.run(["x"], ["compiled"], out, progress=False)
+    assert set(records[0]["modes"]) == {"strict", "compiled"}
+    assert records[0]["modes"]["strict"]["native"] is True
+    assert totals["compiled"]["attempted"] == 1 and totals["compiled"]["forward_pass"] == 0

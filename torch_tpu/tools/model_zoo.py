@@ -946,6 +946,10 @@ def run(archs, modes=MODES, out_dir="model_zoo", jobs=1, timeout=600.0, resume=T
 
     def finish(w, record):
         nonlocal done
+        old = records.get(record["arch"]) or previous.get(record["arch"])
+        if old and old.get("modes") and record["status"] == "attempted":
+            # Modes that an earlier run recorded and this one did not run stay.
+            record["modes"] = {**old["modes"], **record.get("modes", {})}
         records[record["arch"]] = record
         done += 1
         write_results(out_dir, _ordered(records, archs), modes, meta)
@@ -991,10 +995,6 @@ def run(archs, modes=MODES, out_dir="model_zoo", jobs=1, timeout=600.0, resume=T
                 continue
             msg = json.loads(line[len(RESULT):])
             if not msg.get("ready"):
-                old = records.get(msg["arch"])
-                if old and old.get("modes"):
-                    # Modes that an earlier run recorded and this one did not run stay.
-                    msg["modes"] = {**old["modes"], **msg.get("modes", {})}
                 finish(w, msg)
             feed(w)
         now = time.monotonic()
