@@ -407,3 +407,17 @@ def test_grouped_mm_in_float32_compiles_as_hugging_face_moe_layers_call_it(mode)
     compiled = torch.compile(experts, backend="tpu")
     actual = compiled(tokens.to("tpu"), weights.to("tpu"), offsets.to("tpu"))
     torch.testing.assert_close(actual.cpu(), experts(tokens, weights, offsets))
+
+
+def test_compiled_backward_leaves_the_autograd_thread_following_the_caller():
+    # The compiled backward runs on the autograd engine's thread; it must not pin that thread to
+    # the mode it ran in, or a later eager backward in another mode stops fusing.
+    linear = torch.nn.Linear(4, 4).to("tpu")
+    with torch_tpu.eager_mode("strict"):
+        torch.compile(linear, backend="tpu")(torch.randn(2, 4, device="tpu")).sum().backward()
+    torch.tpu.synchronize()
+    with torch_tpu.eager_mode("defer_and_fuse"):
+        torch_tpu.reset_metrics()
+        linear(torch.randn(2, 4, device="tpu")).sum().backward()
+        linear.weight.grad.sum().item()
+        assert torch_tpu.metrics()["flush_reasons"] == {"host access": 1}

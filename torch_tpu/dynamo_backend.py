@@ -135,15 +135,17 @@ class _GraphRunner:
                 self._warn_overflow()
             else:
                 self.shapes_seen.add(signature)
-        previous = _C._get_mode()
+        caller_mode = _C._get_mode()
         # The graph becomes one program of its own: begin_capture launches what the caller
         # recorded (without waiting, unlike a mode change through set_eager_mode).
         capture = mode == EagerMode.DEFER_AND_FUSE.value
         if capture:
             _C._begin_capture()
-        elif previous == EagerMode.DEFER_AND_FUSE.value:
+        elif caller_mode == EagerMode.DEFER_AND_FUSE.value:
             _C._flush()
-        _C._set_mode(mode)
+        # A backward graph runs on the autograd engine's thread, which has no mode of its own
+        # (it follows the caller of backward()): put back exactly that, not a fixed mode.
+        previous = _C._swap_thread_mode(mode)
         try:
             outputs = self.graph_module(*args)
             if capture:
@@ -158,7 +160,7 @@ class _GraphRunner:
                 raise
             raise _describe_failure(self.graph_module, self.name, error) from error
         finally:
-            _C._set_mode(previous)
+            _C._swap_thread_mode(previous)
         return outputs
 
     def _warn_overflow(self):

@@ -347,6 +347,15 @@ Mode current_mode() {
 int swap_backward_mode(int mode) { return g_backward_mode.exchange(mode); }
 void set_mode(Mode mode) { t_mode = mode; }
 void set_default_mode(Mode mode) { g_default_mode = mode; }
+int swap_thread_mode(int mode) {
+  int previous = t_mode ? static_cast<int>(*t_mode) : -1;
+  if (mode < 0) {
+    t_mode.reset();
+  } else {
+    t_mode = static_cast<Mode>(mode);
+  }
+  return previous;
+}
 
 void set_location_provider(LocationProvider provider) { g_location = provider; }
 void set_sync_hook(SyncHook hook) { g_sync_hook = hook; }

@@ -30,6 +30,10 @@ enum class Mode : uint8_t { Debug = 0, Strict = 1, Fused = 2 };
 Mode current_mode();  // per thread, like autocast state
 void set_mode(Mode mode);
 void set_default_mode(Mode mode);  // for threads that never chose one
+// Sets this thread's own mode (-1: none, so the default or backward mode applies) and returns
+// the previous one, so that code running on a borrowed thread (the autograd engine's) can put
+// back exactly what it found.
+int swap_thread_mode(int mode);
 // While a backward pass runs, threads that never chose a mode (the autograd engine's) use the
 // mode of the thread that started it. Returns the previous value; -1 means no backward running.
 int swap_backward_mode(int mode);

@@ -15,6 +15,7 @@ void register_compile_bindings(py::module& m) {
         py::gil_scoped_release no_gil;
         return replay.run(inputs);
       });
+  m.def("_swap_thread_mode", [](int mode) { return tpu::exec::swap_thread_mode(mode); });
   m.def("_begin_capture", [] {
     py::gil_scoped_release no_gil;
     tpu::exec::begin_capture();
