@@ -190,4 +190,21 @@ double highest(DType dtype) {
   }
 }
 
+Value gather_along(hlo::Builder& b, Value x, int64_t dim, Value positions) {
+  int64_t rank = b.rank(x);
+  int64_t count = b.dims(positions)[0];
+  Dims slice = b.dims(x), result = b.dims(x);
+  slice[dim] = 1;
+  result[dim] = count;
+  hlo::Builder::GatherDims g{all_but(rank, dim), {dim}, {dim}, 1};
+  return b.gather(x, b.reshape(positions, {count, 1}), g, slice, result);
+}
+
+Value scatter_add_along(hlo::Builder& b, Value target, int64_t dim, Value positions, Value updates) {
+  int64_t rank = b.rank(target);
+  int64_t count = b.dims(positions)[0];
+  hlo::Builder::ScatterDims s{all_but(rank, dim), {dim}, {dim}, 1};
+  return b.scatter(target, b.reshape(positions, {count, 1}), updates, s, "stablehlo.add");
+}
+
 }  // namespace tpu::lowering

@@ -47,6 +47,13 @@ Value keep_dims(hlo::Builder& b, Value reduced, const Dims& full_dims, const Dim
 // A value reduced over `dims` of `full`, broadcast back to `full`.
 Value expand_back(hlo::Builder& b, Value reduced, const Dims& full, const Dims& dims);
 
+// x's slices along `dim` at the given positions (a 1-D integer value): positions[i] becomes
+// index i of the result's `dim`.
+Value gather_along(hlo::Builder& b, Value x, int64_t dim, Value positions);
+// target with updates' slice i added into its slice positions[i] along `dim` (the gradient of
+// gather_along when target is zeros).
+Value scatter_add_along(hlo::Builder& b, Value target, int64_t dim, Value positions, Value updates);
+
 // True where a float is NaN (x != x).
 Value is_nan(hlo::Builder& b, Value x);
 

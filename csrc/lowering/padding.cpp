@@ -27,25 +27,6 @@ Value source_positions(Builder& b, int64_t size, int64_t low, int64_t out_size, 
   return b.sub(last, b.unary("stablehlo.abs", b.sub(last, i)));
 }
 
-Value gather_along(Builder& b, Value x, int64_t dim, Value positions) {
-  int64_t rank = b.rank(x);
-  int64_t count = b.dims(positions)[0];
-  Dims slice = b.dims(x), result = b.dims(x);
-  slice[dim] = 1;
-  result[dim] = count;
-  Builder::GatherDims g{all_but(rank, dim), {dim}, {dim}, 1};
-  return b.gather(x, b.reshape(positions, {count, 1}), g, slice, result);
-}
-
-Value scatter_add_along(Builder& b, Value grad, int64_t dim, Value positions, int64_t size) {
-  int64_t rank = b.rank(grad);
-  int64_t count = b.dims(positions)[0];
-  Dims target = b.dims(grad);
-  target[dim] = size;
-  Builder::ScatterDims s{all_but(rank, dim), {dim}, {dim}, 1};
-  return b.scatter(b.zeros({b.dtype(grad), target}), b.reshape(positions, {count, 1}), grad, s, "stablehlo.add");
-}
-
 // The padded dims of `shape` for a padding list whose pairs run from the last dim backwards.
 struct PadDim {
   int64_t dim, low, high;
@@ -88,7 +69,10 @@ std::vector<Value> lower_pad_backward(Context& ctx) {
   for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
     int64_t size = in_shape[it->dim];
     int64_t out_size = b.dims(grad)[it->dim];
-    grad = scatter_add_along(b, grad, it->dim, source_positions(b, size, it->low, out_size, mode), size);
+    Dims unpadded = b.dims(grad);
+    unpadded[it->dim] = size;
+    grad = scatter_add_along(b, b.zeros({b.dtype(grad), unpadded}), it->dim,
+                             source_positions(b, size, it->low, out_size, mode), grad);
   }
   return {as_output(ctx, grad)};
 }

@@ -292,31 +292,9 @@ std::vector<Value> lower_log_softmax_backward(Context& ctx) {
   return {as_output(ctx, b.sub(grad, b.mul(b.unary("stablehlo.exponential", output), total)))};
 }
 
-// Inclusive scan along `dim` as a reduce_window whose window covers everything up to each
-// position (XLA rewrites long scan windows into a tree on CPU and GPU).
-Value scan(Builder& b, Value x, int64_t dim, const char* combiner, double init) {
-  int64_t rank = b.rank(x);
-  int64_t n = b.dims(x)[dim];
-  if (numel(b.dims(x)) == 0 || n == 1) return x;
-  Dims window(rank, 1), strides(rank, 1);
-  window[dim] = n;
-  std::string padding = "dense<[";
-  for (int64_t d = 0; d < rank; ++d) {
-    padding += d ? ", [" : "[";
-    padding += std::to_string(d == dim ? n - 1 : 0) + ", 0]";
-  }
-  padding += "]> : tensor<" + std::to_string(rank) + "x2xi64>";
-  TensorType scalar{b.dtype(x), {}};
-  hlo::RegionRef body = b.region({scalar, scalar}, [&](Builder& r, const std::vector<Value>& a) {
-    return std::vector<Value>{r.binary(combiner, a[0], a[1])};
-  });
-  return b.op1("stablehlo.reduce_window", {x, b.constant(init, scalar.dtype)}, b.type(x),
-               "window_dimensions = " + hlo::i64_array(window) +
-                   ", window_strides = " + hlo::i64_array(strides) + ", padding = " + padding,
-               {body});
-}
-
-// Inclusive scan along `dim` with an arbitrary associative body over (accumulated, next).
+// Inclusive scan along `dim` with an arbitrary associative body over (accumulated, next), as a
+// reduce_window whose window covers everything up to each position (XLA rewrites long scan
+// windows into a tree on CPU and GPU).
 Value scan_with(Builder& b, Value x, int64_t dim, double init,
                 const std::function<Value(Builder&, Value, Value)>& combine) {
   int64_t rank = b.rank(x);
@@ -338,6 +316,11 @@ Value scan_with(Builder& b, Value x, int64_t dim, double init,
                "window_dimensions = " + hlo::i64_array(window) +
                    ", window_strides = " + hlo::i64_array(strides) + ", padding = " + padding,
                {body});
+}
+
+// Inclusive scan along `dim` combining with one StableHLO binary op (e.g. "stablehlo.add").
+Value scan(Builder& b, Value x, int64_t dim, const char* combiner, double init) {
+  return scan_with(b, x, dim, init, [&](Builder& r, Value acc, Value next) { return r.binary(combiner, acc, next); });
 }
 
 // cummax / cummin(self, dim) -> (values, indices). The index is the latest position that set the

@@ -94,23 +94,6 @@ Taps taps_for(Context& ctx, Kind kind, int64_t in, int64_t out, bool align_corne
   return taps;
 }
 
-Value gather_along(Builder& b, Value x, int64_t dim, Value positions) {
-  int64_t rank = b.rank(x);
-  int64_t count = b.dims(positions)[0];
-  Dims slice = b.dims(x), result = b.dims(x);
-  slice[dim] = 1;
-  result[dim] = count;
-  Builder::GatherDims g{all_but(rank, dim), {dim}, {dim}, 1};
-  return b.gather(x, b.reshape(positions, {count, 1}), g, slice, result);
-}
-
-Value scatter_add_along(Builder& b, Value target, int64_t dim, Value positions, Value updates) {
-  int64_t rank = b.rank(target);
-  int64_t count = b.dims(positions)[0];
-  Builder::ScatterDims s{all_but(rank, dim), {dim}, {dim}, 1};
-  return b.scatter(target, b.reshape(positions, {count, 1}), updates, s, "stablehlo.add");
-}
-
 Value weight_along(Builder& b, Value w, const Dims& dims, int64_t dim, DType dtype) {
   return b.broadcast_in_dim(b.convert(w, dtype), dims, {dim});
 }
