@@ -165,7 +165,6 @@ struct RuntimeArguments {
   std::vector<RuntimeNumber> numbers;
   std::vector<std::pair<uint64_t, uint64_t>> rng_states;
 
-  explicit RuntimeArguments(std::vector<RuntimeNumber> values) : numbers(std::move(values)) {}
   explicit RuntimeArguments(const std::vector<OpCall>& calls) {
     for (const OpCall& call : calls) {
       numbers.insert(numbers.end(), call.numbers.begin(), call.numbers.end());
@@ -176,7 +175,8 @@ struct RuntimeArguments {
 
 // Runs `program` with its storage parameters and results taken from `storages` (indexed like the
 // program's storage set) and installs the results. `blame` names the op in error messages.
-void execute(const cache::Program& program, const std::vector<Storage*>& storages, const RuntimeArguments& runtime,
+void execute(const cache::Program& program, const std::vector<Storage*>& storages,
+             const std::vector<RuntimeNumber>& numbers, const std::vector<std::pair<uint64_t, uint64_t>>& rng_states,
              int device, bool wait, const std::string& blame) {
   auto& client = runtime::Client::get();
   std::vector<runtime::BufferPtr> keep_alive;
@@ -188,11 +188,11 @@ void execute(const cache::Program& program, const std::vector<Storage*>& storage
         arguments.push_back(storages[parameter.index]->buffer.get());
         break;
       case cache::Program::Parameter::Source::Number:
-        keep_alive.push_back(number_buffer(runtime.numbers[parameter.index], device));
+        keep_alive.push_back(number_buffer(numbers[parameter.index], device));
         arguments.push_back(keep_alive.back().get());
         break;
       case cache::Program::Parameter::Source::RngState: {
-        const auto& rng = runtime.rng_states[parameter.index];
+        const auto& rng = rng_states[parameter.index];
         uint64_t state[2] = {rng.first, rng.second};
         keep_alive.push_back(client.from_host(state, {DType::U64, {2}}, device));
         arguments.push_back(keep_alive.back().get());
@@ -230,7 +230,8 @@ std::string blame(const OpCall& call) { return describe(call) + at_location(call
 cache::ProgramPtr launch(std::string& key, const std::vector<OpCall>& calls, const StorageSet& storages, int device,
                          bool wait) {
   cache::ProgramPtr program = find_or_build(key, calls, storages);
-  execute(*program, storages.items(), RuntimeArguments(calls), device, wait, blame(calls.back()));
+  RuntimeArguments runtime(calls);
+  execute(*program, storages.items(), runtime.numbers, runtime.rng_states, device, wait, blame(calls.back()));
   return program;
 }
 
@@ -508,8 +509,9 @@ bool replay(const Capture& capture, const std::vector<StoragePtr>& storages) {
     if (!matches(index)) return false;
   }
   ++g_counters.replays;
-  RuntimeArguments runtime(capture.numbers);
-  execute(*capture.program, targets, runtime, capture.device, current_mode() == Mode::Debug, capture.blame);
+  // Captured graphs have no random calls, hence no generator states.
+  execute(*capture.program, targets, capture.numbers, {}, capture.device, current_mode() == Mode::Debug,
+          capture.blame);
   return true;
 }
 
