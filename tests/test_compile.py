@@ -387,9 +387,7 @@ def test_compiled_graphs_load_from_the_persistent_cache_in_a_new_process(tmp_pat
             "torch.tpu.synchronize()\n"
             "stats = torch_tpu.cache_stats()\n"
             "print(torch_tpu.metrics()['compiles'], stats['disk_hits'])\n")
-    # A process that ran a backward sometimes aborts at exit while the autograd engine ends its
-    # tpu device thread (see the README's known issues); not waiting for that thread avoids it.
-    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path), TORCH_AUTOGRAD_SHUTDOWN_WAIT_LIMIT="0")
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path))
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
             for _ in range(2)]
     for run in runs:

@@ -40,6 +40,8 @@ def _register():
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     _C._set_default_mode(mode_from_environment().value)
     propagate_mode_into_backward()
+    from . import _autograd_shutdown
+    _autograd_shutdown.register()
     from . import _meta
     _meta.register()
     # init_process_group("tpu_dist") must work right after `import torch`, as "nccl" does.

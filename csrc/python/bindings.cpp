@@ -18,6 +18,7 @@ namespace tpu::python {
 void register_cache_bindings(py::module& m);
 void register_compile_bindings(py::module& m);
 void register_distributed_bindings(py::module& m);
+void register_autograd_shutdown_bindings(py::module& m);
 }
 
 namespace {
@@ -155,4 +156,5 @@ PYBIND11_MODULE(_C, m) {
   tpu::python::register_cache_bindings(m);
   tpu::python::register_compile_bindings(m);
   tpu::python::register_distributed_bindings(m);
+  tpu::python::register_autograd_shutdown_bindings(m);
 }
