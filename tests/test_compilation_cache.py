@@ -116,6 +116,7 @@ def test_the_file_name_hash_is_fnv1a_64():
     ("device_kind", lambda v: "TPU v5 lite"),
     ("device_count", lambda v: v + 1),
     ("compile_options", lambda v: v + b"\x20\x00"),
+    ("compiler_flags", lambda v: v + "--xla_cpu_enable_fast_math=true"),
     ("salt", lambda v: "another version"),
 ])
 def test_every_part_of_the_context_changes_the_key(field, change):
@@ -194,6 +195,12 @@ def test_a_version_change_misses(populated_copy):
     other = run_worker(directory, TEST_CACHE_SALT="torch_tpu-9.9.9")
     assert other["stats"]["disk_hits"] == 0 and other["compiles"] == cold["compiles"]
     assert len(entries(directory)) == 2 * cold["stats"]["entries_on_disk"]
+
+
+def test_other_compiler_flags_miss(populated_copy):
+    directory, cold = populated_copy
+    other = run_worker(directory, XLA_FLAGS="--xla_cpu_enable_fast_min_max=false")
+    assert other["stats"]["disk_hits"] == 0 and other["compiles"] == cold["compiles"]
 
 
 def test_two_processes_fill_one_directory_at_once(tmp_path, populated):

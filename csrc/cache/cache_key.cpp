@@ -1,5 +1,7 @@
 #include "cache/cache_key.h"
 
+#include <cstdlib>
+
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
@@ -126,6 +128,15 @@ std::string binary_identity(const void* address) {
   return hash.empty() ? "" : "sampled:" + hash;
 }
 
+std::string compiler_flags_from_environment() {
+  std::string flags;
+  for (const char* name : {"XLA_FLAGS", "LIBTPU_INIT_ARGS"}) {
+    const char* value = std::getenv(name);
+    flags += std::string(name) + "=" + (value ? value : "") + ";";
+  }
+  return flags;
+}
+
 KeyContext current_key_context() {
   static const std::string our_build = binary_identity(reinterpret_cast<const void*>(&locate_this_library));
   auto& client = runtime::Client::get();
@@ -140,6 +151,7 @@ KeyContext current_key_context() {
   context.device_kind = client.device_kind(0);
   context.device_count = client.device_count();
   context.compile_options = client.compile_options();
+  context.compiler_flags = compiler_flags_from_environment();
   return context;
 }
 
@@ -153,6 +165,7 @@ std::string encode_key_prefix(const KeyContext& context) {
   append_field(out, "device_kind", context.device_kind);
   append_field(out, "device_count", std::to_string(context.device_count));
   append_field(out, "compile_options", context.compile_options);
+  append_field(out, "compiler_flags", context.compiler_flags);
   append_field(out, "salt", context.salt);
   out.push_back('\n');
   return out;

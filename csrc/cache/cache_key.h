@@ -28,6 +28,9 @@ struct KeyContext {
   std::string device_kind;
   int device_count = 0;
   std::string compile_options;  // the serialized CompileOptionsProto
+  // Flags the plugin reads from the environment when it compiles (XLA_FLAGS, LIBTPU_INIT_ARGS):
+  // they change the executable as much as the compile options do.
+  std::string compiler_flags;
   std::string salt;             // only tests set it, to stand in for a version change
 };
 

@@ -63,6 +63,7 @@ py::dict key_context_to_dict(const cache::KeyContext& c) {
   d["device_kind"] = c.device_kind;
   d["device_count"] = c.device_count;
   d["compile_options"] = py::bytes(c.compile_options);
+  d["compiler_flags"] = c.compiler_flags;
   d["salt"] = c.salt;
   return d;
 }
@@ -78,6 +79,7 @@ cache::KeyContext key_context_from_dict(const py::dict& d) {
   c.device_kind = d["device_kind"].cast<std::string>();
   c.device_count = d["device_count"].cast<int>();
   c.compile_options = d["compile_options"].cast<std::string>();
+  c.compiler_flags = d["compiler_flags"].cast<std::string>();
   c.salt = d["salt"].cast<std::string>();
   return c;
 }
