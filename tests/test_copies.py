@@ -67,3 +67,26 @@ def test_scalars_and_item(mode):
     assert torch.tensor([7], device="tpu").item() == 7
     assert bool(torch.tensor(True, device="tpu"))
     assert torch.arange(3, device="tpu").tolist() == [0, 1, 2]
+
+
+def test_conjugate_and_negative_views_copy_their_values(mode):
+    # These views keep the data and set a bit; a copy must carry the value the bit stands for.
+    cpu = torch.complex(torch.arange(6.0), -torch.arange(6.0) - 1)
+    on_tpu = cpu.to("tpu")
+    torch.testing.assert_close(on_tpu.conj().cpu(), cpu.conj())  # download
+    torch.testing.assert_close(cpu.conj().to("tpu").cpu(), cpu.conj())  # upload
+    torch.testing.assert_close(on_tpu.conj().clone().cpu(), cpu.conj())  # on the device
+    destination = torch.zeros(6, dtype=torch.complex64, device="tpu")
+    destination.conj().copy_(on_tpu)  # into a conjugate view
+    torch.testing.assert_close(destination.cpu(), cpu.conj())
+    real = torch.arange(4.0)
+    torch.testing.assert_close(torch._neg_view(real.to("tpu")).cpu(), -real)
+    torch.testing.assert_close(torch._neg_view(real).to("tpu").cpu(), -real)
+
+
+def test_inverse_fft_of_a_real_input_matches_cpu(mode):
+    # ifft of a real input returns a conjugate view of a forward transform; copying it used to
+    # recurse until the stack overflowed.
+    x = torch.randn(16)
+    for transform in (torch.fft.ifft, torch.fft.hfft, torch.fft.ihfft):
+        torch.testing.assert_close(transform(x.to("tpu")).cpu(), transform(x))

@@ -722,6 +722,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cummax", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
   m.impl("cummin", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
   m.impl("logcumsumexp", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+  // Its composite kernel calls the CPU/CUDA stub directly, which has no tpu entry (copy_ uses it
+  // to resolve a conjugate view).
+  m.impl("conj_physical_", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
 }
 
 // Runs before any tpu op can: synchronize() raises what the device flagged.

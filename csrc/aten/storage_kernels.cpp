@@ -4,6 +4,9 @@
 #include <ATen/InferSize.h>
 #include <ATen/TensorUtils.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/ops/_conj.h>
+#include <ATen/ops/_neg_view.h>
+#include <ATen/ops/copy_native.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -286,6 +289,27 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   return dst;
 }
 
+// A conjugate or negative view (ifft of a real input returns one) must not reach _copy_from with
+// its bit set: PyTorch's fallback for those bits resolves an argument by cloning it, the clone
+// copies through _copy_from again, and the recursion overflows the stack. So the raw data is copied
+// with the bits cleared, and the difference in bits is applied to the destination afterwards, as
+// ATen's own copy does for the devices it knows.
+at::Tensor clear_math_bits(const at::Tensor& t) {
+  at::Tensor plain = t.is_conj() ? at::_conj(t) : t;
+  return plain.is_neg() ? at::_neg_view(plain) : plain;
+}
+
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  if (!self.is_conj() && !self.is_neg() && !src.is_conj() && !src.is_neg()) {
+    return at::native::copy_(self, src, non_blocking);
+  }
+  at::Tensor self_data = clear_math_bits(self);
+  at::native::copy_(self_data, clear_math_bits(src), non_blocking);
+  if (self.is_conj() != src.is_conj()) self_data.conj_physical_();
+  if (self.is_neg() != src.is_neg()) self_data.neg_();
+  return self;
+}
+
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
   return copy_from(self, dst, false);
@@ -312,6 +336,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage", TORCH_FN(set_source_storage));
   m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
   m.impl("set_", TORCH_FN(set_empty));
+  m.impl("copy_", TORCH_FN(copy_));
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
