@@ -45,7 +45,11 @@ class CMakeBuild(build_ext):
         subprocess.check_call(["cmake", "--build", build_dir, "--target", "_C", "core_tests", "-j", jobs], env=env)
         target = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        shutil.copyfile(os.path.join(build_dir, "_C.so"), target)
+        # Replaced rather than rewritten in place: a process still running the old library keeps
+        # its mapping intact instead of executing pages that changed under it.
+        staged = target + ".new"
+        shutil.copyfile(os.path.join(build_dir, "_C.so"), staged)
+        os.replace(staged, target)
 
 
 setup(
