@@ -143,7 +143,43 @@ def test_opinfo(name):
             _check(backward, "backward")
 
 
+# The issue's other dtypes, forward only, on ops whose kernels differ by dtype class: integer
+# arithmetic and its wrap-around, bool logic, f16 / bf16 rounding, and the dtype rules of
+# reductions, sorting and indexing.
+DTYPES = [torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
+          torch.bool]
+DTYPE_SLICE = ["add", "mul", "sub", "div.floor_rounding", "remainder", "abs", "neg", "clamp", "where",
+               "eq", "maximum", "sum", "prod", "cumsum", "amax", "argmax", "sort", "topk", "cat",
+               "index_select", "gather", "scatter_add", "masked_fill", "flip", "tril", "logical_and",
+               "logical_not", "exp", "tanh", "softmax", "mm", "nn.functional.relu"]
+DTYPE_SAMPLES = 6
+
+# (op, dtype) -> why it differs from CPU.
+DTYPE_XFAIL = {}
+
+
+def _dtype_params():
+    params = []
+    for name in DTYPE_SLICE:
+        supported = _ops()[name].supported_dtypes("cpu")
+        for dtype in DTYPES:
+            if dtype not in supported:
+                continue
+            key = (name, str(dtype).removeprefix("torch."))
+            marks = [pytest.mark.xfail(reason=DTYPE_XFAIL[key], strict=True)] if key in DTYPE_XFAIL else []
+            params.append(pytest.param(name, dtype, marks=marks, id=f"{key[0]}-{key[1]}"))
+    return params
+
+
+@pytest.mark.parametrize("name, dtype", _dtype_params())
+def test_opinfo_dtypes(name, dtype):
+    forward = runner.run_forward(_ops()[name], dtype, DTYPE_SAMPLES)
+    _check(forward, f"forward in {dtype}")
+    if name not in FALLBACK:
+        assert not forward.fallbacks, f"ran on the CPU: {runner.fmt_fallbacks(forward.fallbacks)}"
+
+
 def test_slice_names_exist():
     """A renamed OpInfo must not silently shrink the slice."""
-    missing = [n for n in SLICE + list(XFAIL) + list(FALLBACK) if n not in _ops()]
+    missing = [n for n in SLICE + DTYPE_SLICE + list(XFAIL) + list(FALLBACK) if n not in _ops()]
     assert not missing, missing

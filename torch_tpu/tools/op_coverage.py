@@ -290,7 +290,7 @@ def main(argv=None):
     parser.add_argument("--mode", default="strict",
                         choices=["strict", "debug", "defer_and_fuse", "fused"])
     parser.add_argument("--ops", default="", help="comma-separated OpInfo names (default: all)")
-    parser.add_argument("--dtypes", default="float32,int64,bfloat16",
+    parser.add_argument("--dtypes", default="float32,bfloat16,float16,int64,int32,int16,int8,uint8,bool",
                         help="forward dtypes, comma-separated (float32 decides pass / native)")
     parser.add_argument("--max-samples", type=int, default=None,
                         help="at most this many samples per op and dtype")
