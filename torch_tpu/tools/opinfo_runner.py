@@ -27,16 +27,32 @@ METADATA_ONLY = {
     "randint_like", "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d",
 }
 
+# Samples whose results are random although their op is not always: attention with dropout.
+def _is_random(key, sample):
+    return key in METADATA_ONLY or (key == "nn.functional.scaled_dot_product_attention"
+                                    and sample.kwargs.get("dropout_p", 0.0) > 0)
+
+
+# op -> positions (in sample.args) of arguments PyTorch requires on the CPU whatever the device
+# of the input, as on CUDA: they stay there.
+HOST_ARGUMENTS = {"tensor_split": {0}}
+
 # op -> (atol, rtol, why the default tolerance is too tight for a correct result).
 _POLYGAMMA = (1e-5, 3e-5, "psi^(n) is ill-conditioned near its poles and zeros: f32 results "
               "differ from CPU's by up to 2e-5 relative there (CPU's own f32 trigamma is 1e-3 "
               "from the f64 value at x = -8.0008)")
+_ACCUMULATION = ("sums of hundreds of f32 products, accumulated in another order than CPU's: the "
+                 "largest samples differ by 2e-7 of their largest value, and both results are as far "
+                 "from the float64 one")
 TOLERANCES = {
     **{f"polygamma.polygamma_n_{n}": _POLYGAMMA for n in range(5)},
     "special.polygamma.special_polygamma_n_0": _POLYGAMMA,
     "digamma": (1e-5, 3e-5, "its gradient is polygamma(1, x); see polygamma"),
     "erfinv": (1e-5, 1e-5, "the gradient exp(erfinv(x)^2) magnifies a 1-ulp difference of erfinv "
                            "near +-1 into 6e-6 relative"),
+    **{name: (5e-5, 1.3e-6, _ACCUMULATION) for name in ("matmul", "__rmatmul__", "nn.functional.conv2d",
+                                                        "nn.functional.scaled_dot_product_attention")},
+    **{name: (3e-4, 1.3e-6, _ACCUMULATION) for name in ("nn.functional.conv3d", "nn.functional.conv_transpose3d")},
 }
 
 
@@ -106,18 +122,33 @@ def _cpu_inputs(sample):
     return sample.input, tuple(sample.args), dict(sample.kwargs)
 
 
-def _tpu_inputs(sample, memo):
+def _same_layout_on_tpu(t):
+    """t on tpu; a view into a larger storage keeps that storage around it (its offset and the
+    elements outside it), since ops such as as_strided address the storage, not the view."""
+    if t.layout != torch.strided or t.numel() == 0:
+        return t.to("tpu")
+    storage_elements = t.untyped_storage().nbytes() // t.element_size()
+    if t.storage_offset() == 0 and storage_elements == t.numel():
+        return t.to("tpu")
+    whole = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage(), 0, (storage_elements,), (1,))
+    return whole.to("tpu").as_strided(t.shape, t.stride(), t.storage_offset())
+
+
+def _tpu_inputs(sample, memo, key=""):
     """The sample's tensors copied to tpu; one tpu tensor per distinct CPU tensor, keeping
-    requires_grad (the copies are leaves)."""
+    requires_grad (the copies are leaves). HOST_ARGUMENTS stay where they are."""
     def move(t):
         if id(t) not in memo:
-            moved = t.detach().to("tpu")
+            moved = _same_layout_on_tpu(t.detach())
             if t.requires_grad:
                 moved.requires_grad_(True)
             memo[id(t)] = (t, moved)
         return memo[id(t)][1]
 
-    return _map(_cpu_inputs(sample), move)
+    first, args, kwargs = _map(_cpu_inputs(sample), move)
+    kept = HOST_ARGUMENTS.get(key, ())
+    args = tuple(sample.args[i] if i in kept else a for i, a in enumerate(args))
+    return first, args, kwargs
 
 
 def _compare(op_name, actual, expected, metadata_only=False):
@@ -203,7 +234,7 @@ def run_forward(op, dtype, max_samples=None):
             continue
         outcome.total += 1
         try:
-            inputs = _tpu_inputs(sample, {})
+            inputs = _tpu_inputs(sample, {}, key)
             torch_tpu.reset_fallback_counts()
             try:
                 actual = _call(op, sample, inputs)
@@ -212,7 +243,7 @@ def run_forward(op, dtype, max_samples=None):
             if key in TIES_IN_ANY_ORDER:
                 _indices_pick_the_values(key, sample, _to_cpu(actual), _to_cpu(expected))
             else:
-                _compare(key, _to_cpu(actual), _to_cpu(expected), key in METADATA_ONLY)
+                _compare(key, _to_cpu(actual), _to_cpu(expected), _is_random(key, sample))
             outcome.passed += 1
         except Exception as error:  # noqa: BLE001 - every failure is reported, none is fatal
             outcome.failures.append(_first_line(error))
@@ -252,14 +283,14 @@ def run_backward(op, dtype, max_samples=None):
         outcome.total += 1
         try:
             memo = {}
-            inputs = _tpu_inputs(sample, memo)
+            inputs = _tpu_inputs(sample, memo, key)
             torch_tpu.reset_fallback_counts()
             try:
                 actual, _ = _grads(op, sample, inputs, gen, seeds)
             finally:
                 outcome.add_fallbacks(torch_tpu.fallback_counts())
             assert actual is not None, "no differentiable tpu output"
-            _compare(key, _to_cpu(actual), [g.detach() for g in expected])
+            _compare(key, _to_cpu(actual), [g.detach() for g in expected], _is_random(key, sample))
             outcome.passed += 1
         except Exception as error:  # noqa: BLE001
             outcome.failures.append(_first_line(error))
