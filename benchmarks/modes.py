@@ -10,7 +10,9 @@ step ends with loss.item(), as a training loop that logs its loss does.
 
 The last line is JSON with, per model and mode, steps/s, peak device bytes, compiles after
 warm-up and the final loss, plus fused_over_strict (decoder steps/s ratio), fused_over_cpu_eager,
-compiled_over_strict, compiled_over_inductor_cpu and fused_peak_over_strict_peak (all decoder).
+compiled_over_strict, compiled_over_inductor_cpu, compiled_over_strict_ceiling (strict's step over
+the time of the step's matrix products alone, benchmarks/decoder_matmul_bound.py; full size only)
+and fused_peak_over_strict_peak (all decoder).
 """
 import argparse
 import contextlib
@@ -21,6 +23,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+import decoder_matmul_bound
 import torch_tpu
 from torch_tpu.reference_models import Decoder, mlp
 
@@ -146,6 +149,14 @@ def main():
             return math.isclose(decoder[a]["final_loss"], decoder[b]["final_loss"], rel_tol=1e-3)
         return None
 
+    # The decoder step's matrix products alone, at the rate this device runs them: no compiled
+    # program can take less, so strict's step time over it caps compiled_over_strict.
+    ceiling = None
+    if "strict" in decoder and not args.quick:
+        product_seconds = decoder_matmul_bound.step_product_seconds("tpu")
+        ceiling = round(1 / decoder["strict"]["steps_per_s"] / product_seconds, 3)
+        print(f"decoder step matrix products alone on tpu: {product_seconds * 1e3:.0f} ms", flush=True)
+
     peak = None
     if "defer_and_fuse" in decoder and "strict" in decoder:
         peak = round(decoder["defer_and_fuse"]["peak_device_bytes"] / max(1, decoder["strict"]["peak_device_bytes"]), 3)
@@ -156,6 +167,7 @@ def main():
         "fused_over_cpu_eager": ratio(decoder, "defer_and_fuse", "cpu_eager"),
         "compiled_over_strict": ratio(decoder, "compiled", "strict"),
         "compiled_over_inductor_cpu": ratio(decoder, "compiled", "inductor_cpu"),
+        "compiled_over_strict_ceiling": ceiling,
         "fused_peak_over_strict_peak": peak,
         "fused_loss_matches_strict": same_loss("defer_and_fuse", "strict"),
         "compiled_loss_matches_cpu_eager": same_loss("compiled", "cpu_eager"),
