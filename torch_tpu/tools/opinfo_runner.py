@@ -189,6 +189,33 @@ def _indices_pick_the_values(op_name, sample, actual, expected):
     torch.testing.assert_close(picked, x.gather(dim, expected_indices.long()), equal_nan=True)
 
 
+def _in_float64(sample):
+    return sample.transform(lambda t: t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t)
+
+
+def _at_least_as_close_as_cpu(op, sample, actual, expected):
+    """For f16 / bf16, where CPU's kernels round intermediates of their own: the tpu results
+    count as right when each is no farther from the float64 result than CPU's is (CPU's error,
+    or one unit of the dtype's tolerance, whichever is larger). Anything else must match."""
+    reference = _flatten(_call(op, sample, _cpu_inputs(_in_float64(sample))), [])
+    actual, expected = _flatten(actual, []), _flatten(expected, [])
+    assert len(actual) == len(expected) == len(reference), "the float64 reference has other outputs"
+    for a, e, r in zip(actual, expected, reference):
+        if not e.is_floating_point():
+            torch.testing.assert_close(a, e, equal_nan=True)
+            continue
+        assert a.dtype == e.dtype and a.shape == e.shape, f"{a.dtype}{list(a.shape)} != {e.dtype}{list(e.shape)}"
+        assert torch.equal(a.isnan(), e.isnan()), "NaN where CPU has none, or the reverse"
+        finite = ~e.isnan()
+        r = r.to(torch.float64)[finite]
+        tpu_error = (a.double()[finite] - r).abs().nan_to_num(posinf=math.inf)
+        cpu_error = (e.double()[finite] - r).abs().nan_to_num(posinf=math.inf)
+        rtol = 1e-3 if e.dtype == torch.float16 else 1.6e-2
+        allowed = torch.maximum(cpu_error, rtol * r.abs() + 1e-5)
+        assert bool((tpu_error <= allowed).all()), \
+            f"differs from CPU and is farther than CPU from the float64 result (by {float((tpu_error - allowed).max()):.3g})"
+
+
 def _first_line(error):
     text = f"{type(error).__name__}: {error}".strip()
     line = text.splitlines()[0] if text else type(error).__name__
@@ -243,7 +270,12 @@ def run_forward(op, dtype, max_samples=None):
             if key in TIES_IN_ANY_ORDER:
                 _indices_pick_the_values(key, sample, _to_cpu(actual), _to_cpu(expected))
             else:
-                _compare(key, _to_cpu(actual), _to_cpu(expected), _is_random(key, sample))
+                try:
+                    _compare(key, _to_cpu(actual), _to_cpu(expected), _is_random(key, sample))
+                except AssertionError:
+                    if dtype not in (torch.float16, torch.bfloat16) or _is_random(key, sample):
+                        raise
+                    _at_least_as_close_as_cpu(op, sample, _to_cpu(actual), _to_cpu(expected))
             outcome.passed += 1
         except Exception as error:  # noqa: BLE001 - every failure is reported, none is fatal
             outcome.failures.append(_first_line(error))
