@@ -355,3 +355,16 @@ def test_sort_topk(mode, no_fallback, dtype):
     same(torch.topk, y, 3)
     same(torch.topk, y, 2, 0, False)
     same(torch.argsort, y, 1)
+
+
+@pytest.mark.parametrize("interpolation", ["bilinear", "bicubic"])
+def test_resizing_uint8_images_rounds_and_saturates_like_cpu(mode, no_fallback, interpolation):
+    # uint8 images used to be weighted in an integer dtype, which made the result garbage.
+    # CPU rounds fixed-point sums; ours are f32, so at most one level may differ now and then.
+    image = torch.randint(0, 256, (2, 3, 7, 9), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    for align_corners in (False, True):
+        expected = F.interpolate(image, size=(11, 5), mode=interpolation, align_corners=align_corners)
+        actual = F.interpolate(image.to("tpu"), size=(11, 5), mode=interpolation, align_corners=align_corners)
+        assert actual.dtype == torch.uint8
+        difference = (actual.cpu().int() - expected.int()).abs()
+        assert difference.max() <= 1 and (difference > 0).float().mean() < 0.02

@@ -121,7 +121,11 @@ std::vector<Value> lower_upsample(Context& ctx) {
   if (numel(ctx.outputs.at(0).dims) == 0 || numel(b.dims(x)) == 0) return {b.zeros(ctx.out_type())};
   Layout layout = layout_of(ctx, kind, 2);
   bool weighted = kind == Kind::Linear || kind == Kind::Cubic;
-  DType acc = accumulation_type(b.dtype(x));
+  DType in_dtype = b.dtype(x);
+  // Integer images (uint8 is the common one) are weighted in f32 and, as CPU's kernels do, rounded
+  // and saturated back to their dtype after each pass.
+  bool integral = !is_floating(in_dtype);
+  DType acc = integral ? DType::F32 : accumulation_type(in_dtype);
   if (weighted) x = b.convert(x, acc);
   for (int64_t s = spatial - 1; s >= 0; --s) {
     int64_t dim = rank - spatial + s;
@@ -138,6 +142,10 @@ std::vector<Value> lower_upsample(Context& ctx) {
       sum = k == 0 ? term : b.add(sum, term);
     }
     x = sum;
+    if (integral) {
+      x = b.unary("stablehlo.round_nearest_afz", x);
+      x = b.max(b.min(x, b.full(highest(in_dtype), {acc, b.dims(x)})), b.full(lowest(in_dtype), {acc, b.dims(x)}));
+    }
   }
   return {as_output(ctx, x)};
 }
