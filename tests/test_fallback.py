@@ -79,3 +79,19 @@ def test_in_place_fallback_writes_back_to_the_tpu_tensor(mode):
         torch.testing.assert_close(tpu.cpu(), expected)
     finally:
         torch_tpu.set_fallback_warnings(True)
+
+
+def test_integer_convolutions_fall_back_to_what_cpu_runs(mode):
+    # PyTorch sends every tpu convolution to convolution_overrideable, whose CPU kernel only
+    # raises; the integer convolutions that have no lowering must run CPU's convolution instead.
+    torch_tpu.reset_fallback_counts()
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randint(-5, 5, (2, 3, 8, 8), generator=generator)
+    weight = torch.randint(-3, 3, (4, 3, 3, 3), generator=generator)
+    bias = torch.randint(-3, 3, (4,), generator=generator)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        actual = torch.nn.functional.conv2d(x.to("tpu"), weight.to("tpu"), bias.to("tpu"), padding=1)
+    assert actual.device.type == "tpu"
+    torch.testing.assert_close(actual.cpu(), torch.nn.functional.conv2d(x, weight, bias, padding=1))
+    assert torch_tpu.fallback_counts().get("aten::convolution_overrideable", 0) >= 1

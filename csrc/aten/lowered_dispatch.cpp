@@ -65,7 +65,11 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                "torch_tpu.set_fallback_warnings(False) silences this warning.");
   }
   exec::flush("fallback op");
-  at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+  // convolution_overrideable's CPU kernel only raises (CPU never routes there); aten::convolution
+  // takes the same arguments and is what CPU runs.
+  static const c10::OperatorHandle convolution = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+  bool overridable_convolution = op.schema().name() == "aten::convolution_overrideable";
+  at::native::cpu_fallback(overridable_convolution ? convolution : op, stack, /*error_on_views=*/true);
 }
 
 // Error flags of checked lowerings (lowering::Entry::checked) not yet read: the device found an
