@@ -13,6 +13,7 @@
 
 #include "aten/lowered_dispatch.h"
 #include "aten/tpu_tensor.h"
+#include "exec/device_queue.h"
 
 namespace tpu::aten {
 
@@ -257,6 +258,7 @@ void download(const at::Tensor& src, const at::Tensor& dst) {
     client.to_host(*buffer, staging.data_ptr());
     dst.copy_(staging);
   }
+  exec::settle_device(view.storage->device);
 }
 
 // A device that runs out of memory in the middle of a copy raises torch.OutOfMemoryError.

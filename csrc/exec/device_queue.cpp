@@ -122,6 +122,23 @@ bool device_idle(int device) {
   return true;
 }
 
+void settle_device(int device) {
+  std::vector<CompletionPtr> work;
+  {
+    std::lock_guard<std::mutex> lock(g_queue_mutex);
+    auto& queue = g_queues[device];
+    work.assign(queue.begin(), queue.end());
+  }
+  for (auto& completion : work) {
+    if (completion->ready()) continue;
+    try {
+      completion->wait();
+    } catch (const runtime::PjrtError&) {
+      // Reported by synchronize() or by reading what the failed program wrote.
+    }
+  }
+}
+
 MarkerPtr mark(int device, bool timing) {
   std::vector<CompletionPtr> work;
   {

@@ -60,6 +60,11 @@ void track(int device, PJRT_Event* event);
 // Waits for everything launched on `device` (-1: every device); throws the first error.
 void wait_for_device(int device);
 bool device_idle(int device);
+// Waits, without raising, until the programs launched on `device` so far have finished. A host
+// read calls it: on CUDA a read waits for all earlier work on its stream (so events recorded
+// before it report done), and every stream of ours feeds one queue. A program's outputs can be
+// ready a moment before its completion event; errors surface where they always do.
+void settle_device(int device);
 // A marker of the work launched on `device` so far (the caller flushes pending graphs first).
 MarkerPtr mark(int device, bool timing);
 
