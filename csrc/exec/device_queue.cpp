@@ -122,14 +122,17 @@ bool device_idle(int device) {
   return true;
 }
 
+namespace {
+// The programs launched on `device` and not yet known to have finished, outside the lock.
+std::vector<CompletionPtr> launched_on(int device) {
+  std::lock_guard<std::mutex> lock(g_queue_mutex);
+  auto& queue = g_queues[device];
+  return {queue.begin(), queue.end()};
+}
+}  // namespace
+
 void settle_device(int device) {
-  std::vector<CompletionPtr> work;
-  {
-    std::lock_guard<std::mutex> lock(g_queue_mutex);
-    auto& queue = g_queues[device];
-    work.assign(queue.begin(), queue.end());
-  }
-  for (auto& completion : work) {
+  for (auto& completion : launched_on(device)) {
     if (completion->ready()) continue;
     try {
       completion->wait();
@@ -139,14 +142,6 @@ void settle_device(int device) {
   }
 }
 
-MarkerPtr mark(int device, bool timing) {
-  std::vector<CompletionPtr> work;
-  {
-    std::lock_guard<std::mutex> lock(g_queue_mutex);
-    auto& queue = g_queues[device];
-    work.assign(queue.begin(), queue.end());
-  }
-  return std::make_shared<Marker>(std::move(work), timing);
-}
+MarkerPtr mark(int device, bool timing) { return std::make_shared<Marker>(launched_on(device), timing); }
 
 }  // namespace tpu::exec
