@@ -726,6 +726,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cummax", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
   m.impl("cummin", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
   m.impl("logcumsumexp", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+  // Composite kernels that normalize through native_batch_norm and then scale and shift in the
+  // input's dtype, rounding f16 / bf16 twice; the lowerings compute all of it in float32, as
+  // CPU's and CUDA's kernels do.
+  m.impl("native_layer_norm", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+  m.impl("native_group_norm", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
   // Its composite kernel calls the CPU/CUDA stub directly, which has no tpu entry (copy_ uses it
   // to resolve a conjugate view).
   m.impl("conj_physical_", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());

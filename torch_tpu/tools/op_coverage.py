@@ -5,7 +5,9 @@
 
 Every OpInfo in op_db that supports float32 on CPU runs its sample inputs on tpu and on CPU
 (generated on CPU, copied to tpu) in the chosen eager mode: forward for each dtype asked for
-that the op supports, and backward for float32 where the op supports autograd. Each op runs in a
+that the op supports, and backward (gradients for fixed output seeds) for each floating dtype asked
+for where the op supports autograd in it. float32 decides every pass figure; bf16 / f16 are
+reported beside it, agreeing with CPU when no farther than CPU from float64. Each op runs in a
 worker process, so a crash or a hang (--timeout seconds) costs that op only.
 
 Writes DIR/op_coverage.md (one row per op) and DIR/op_coverage.json (everything), prints progress
@@ -14,7 +16,8 @@ to stderr and, on the last line of stdout, JSON with the totals:
   ran no op through the CPU fallback), core_total / core_pass / core_native (the same outside
   linalg.*, fft.*, special.*), samples_total / samples_pass (forward samples over all dtypes),
   backward_total / backward_pass (ops whose float32 gradients were checked / agreed everywhere),
-  backward_samples_total / backward_samples_pass, and families: total / pass / native for each
+  backward_samples_total / backward_samples_pass, backward_by_dtype (for bfloat16 and float16:
+  ops / pass / samples_total / samples_pass), and families: total / pass / native for each
   of linalg.*, fft.* and special.*. --rerender rewrites the report from a saved sweep's JSON.
 """
 import argparse
@@ -44,22 +47,30 @@ def _worker(args):
             continue
         op = ops[key]
         start = time.monotonic()
-        record = {"op": key, "forward": {}, "backward": None}
+        record = {"op": key, "forward": {}, "backward": None, "backward_by_dtype": {}}
         with torch_tpu.eager_mode(args.mode):
             for dtype in dtypes:
                 if dtype not in op.supported_dtypes("cpu"):
                     continue
                 out = runner.run_forward(op, dtype, args.max_samples)
-                record["forward"][str(dtype).replace("torch.", "")] = _summary(out)
+                record["forward"][_name(dtype)] = _summary(out)
             if not args.no_backward and runner.supports_backward(op):
                 out = runner.run_backward(op, torch.float32, args.max_samples)
                 record["backward"] = _summary(out)
+            for dtype in runner.REDUCED_PRECISION:
+                if not args.no_backward and dtype in dtypes and runner.supports_backward(op, dtype):
+                    out = runner.run_backward(op, dtype, args.max_samples)
+                    record["backward_by_dtype"][_name(dtype)] = _summary(out)
             try:
                 torch.tpu.synchronize()
             except Exception as error:  # noqa: BLE001
                 record["sync_error"] = str(error).splitlines()[0][:200]
         record["seconds"] = runner.elapsed(start)
         print(RESULT + json.dumps(record), flush=True)
+
+
+def _name(dtype):
+    return str(dtype).replace("torch.", "")
 
 
 def _summary(outcome):
@@ -107,15 +118,22 @@ def _cause(record):
     back = record.get("backward")
     if back and back["failures"]:
         return "backward: " + back["failures"][0]
+    for d, s in record.get("backward_by_dtype", {}).items():
+        if s["failures"]:
+            return f"backward {d}: {s['failures'][0]}"
     return ""
+
+
+def _passes(summary):
+    return bool(summary and summary["total"] and summary["passed"] == summary["total"])
 
 
 def _classify(record):
     f32 = record["forward"].get("float32")
-    record["pass"] = bool(f32 and f32["total"] and f32["passed"] == f32["total"])
+    record["pass"] = _passes(f32)
     record["native"] = record["pass"] and not f32["fallbacks"]
     back = record.get("backward")
-    record["backward_pass"] = bool(back and back["total"] and back["passed"] == back["total"])
+    record["backward_pass"] = _passes(back)
     record["backward_native"] = record["backward_pass"] and not back["fallbacks"]
 
 
@@ -133,6 +151,9 @@ def _markdown(records, excluded, args, totals):
             back_cell = "n/a"
         else:
             back_cell = "pass" if r["backward_pass"] else f"{back['passed']}/{back['total']}"
+        for d, s in r.get("backward_by_dtype", {}).items():
+            if s["total"]:
+                back_cell += f"; {d} " + ("pass" if _passes(s) else f"{s['passed']}/{s['total']}")
         if r["native"]:
             where = "native"
         elif f32["fallbacks"]:
@@ -171,8 +192,23 @@ def _totals(records):
         "backward_native": sum(r["backward_native"] for r in records),
         "backward_samples_total": sum(b["total"] for b in backs),
         "backward_samples_pass": sum(b["passed"] for b in backs),
+        "backward_by_dtype": _backward_by_dtype(records),
         "families": families,
     }
+
+
+def _backward_by_dtype(records):
+    by_dtype = {}
+    for r in records:
+        for d, s in r.get("backward_by_dtype", {}).items():
+            if not s["total"]:
+                continue
+            t = by_dtype.setdefault(d, {"ops": 0, "pass": 0, "samples_total": 0, "samples_pass": 0})
+            t["ops"] += 1
+            t["pass"] += _passes(s)
+            t["samples_total"] += s["total"]
+            t["samples_pass"] += s["passed"]
+    return by_dtype
 
 
 def _write(args, ordered, excluded, extra):
