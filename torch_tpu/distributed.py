@@ -5,10 +5,17 @@ device_id=torch.device("tpu", rank)); torchrun launches it as before. The backen
 tensors and, so that object collectives and CPU-side bookkeeping work in the same process group,
 CPU tensors too.
 
-Transport: where each process has its own PJRT client (the CPU plugin, one process per device),
+Transport: where one PJRT client drives the devices of every rank of a group (the ranks are
+threads of one process), all_reduce, broadcast, all_gather, reduce_scatter and even all_to_all
+run as one replicated XLA program over the ranks' devices. Where each process has its own PJRT
+client (the CPU plugin under torchrun, one process per device), and for the other operations,
 tpu tensors are staged through host memory and moved by a Gloo backend held inside ours; CPU
-tensors go to that Gloo backend directly. See the README's Distributed section.
+tensors go to that Gloo backend directly. TORCH_TPU_DIST_TRANSPORT=host sends everything the host
+way. See the README's Distributed section.
 """
+import os
+import socket
+import uuid
 from datetime import timedelta
 
 import torch
@@ -35,10 +42,23 @@ def _create_backend(dist_backend_opts, backend_options):
     timeout = dist_backend_opts.timeout
     if not isinstance(timeout, timedelta):
         timeout = timedelta(seconds=float(timeout))
-    transport = dist.ProcessGroupGloo(store, dist_backend_opts.group_rank,
-                                      dist_backend_opts.group_size, timeout)
-    return _C.ProcessGroupTPU(transport, dist_backend_opts.group_rank,
-                              dist_backend_opts.group_size, timeout)
+    rank, size = dist_backend_opts.group_rank, dist_backend_opts.group_size
+    transport = dist.ProcessGroupGloo(store, rank, size, timeout)
+    return _C.ProcessGroupTPU(transport, rank, size, timeout, _replica_group(store, rank, size))
+
+
+def _replica_group(store, rank, size):
+    """A name the ranks of a group share when all of them live in this process, where one PJRT
+    client drives every rank's device; "" otherwise (each process has its own client)."""
+    if os.environ.get("TORCH_TPU_DIST_TRANSPORT", "") == "host":
+        return ""
+    here = f"{socket.gethostname()}:{os.getpid()}"
+    store.set(f"process/{rank}", here)
+    if any(store.get(f"process/{r}").decode() != here for r in range(size)):
+        return ""
+    if rank == 0:
+        store.set("replica_group", uuid.uuid4().hex)
+    return store.get("replica_group").decode()
 
 
 def transport_of(group=None):

@@ -4,9 +4,11 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 #include <thread>
 
+#include "aten/tpu_tensor.h"
 #include "exec/executor.h"
 
 namespace tpu::distributed {
@@ -252,9 +254,97 @@ bool TpuWork::wait(std::chrono::milliseconds timeout) {
 c10::intrusive_ptr<c10::ivalue::Future> TpuWork::getFuture() { return future_; }
 
 ProcessGroupTPU::ProcessGroupTPU(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size,
-                                 std::chrono::milliseconds timeout)
-    : c10d::Backend(rank, size), transport_(std::move(transport)), timeout_(timeout) {
+                                 std::chrono::milliseconds timeout, std::shared_ptr<ReplicaRendezvous> replicas)
+    : c10d::Backend(rank, size), transport_(std::move(transport)), timeout_(timeout), replicas_(std::move(replicas)) {
   TORCH_CHECK(transport_, "tpu_dist needs a transport backend");
+}
+
+namespace {
+
+// Writes elements [offset, offset + dst.numel()) of a replicated program's 1-D result into `dst`
+// (any view), on the device.
+void install(const at::Tensor& dst, const runtime::BufferPtr& flat, int64_t offset = 0) {
+  auto staged = std::make_shared<exec::Storage>();
+  staged->device = flat->device();
+  staged->dtype = flat->type().dtype;
+  staged->nbytes = flat->nbytes();
+  staged->buffer = flat;
+  exec::TensorView from{staged, staged->dtype, {}};
+  from.layout.offset = offset;
+  from.layout.sizes.assign(dst.sizes().begin(), dst.sizes().end());
+  from.layout.strides.resize(from.layout.sizes.size());
+  int64_t stride = 1;
+  for (size_t i = from.layout.sizes.size(); i-- > 0;) {
+    from.layout.strides[i] = stride;
+    stride *= from.layout.sizes[i];
+  }
+  exec::copy_view(from, aten::view_of(dst));
+}
+
+// The reductions XLA's collectives take; the bitwise ones and PREMUL_SUM take the host path.
+std::optional<Reduction> reduction_of(const c10d::ReduceOp& op) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM:
+      return Reduction::Sum;
+    case c10d::ReduceOp::AVG:
+      return Reduction::Average;
+    case c10d::ReduceOp::PRODUCT:
+      return Reduction::Product;
+    case c10d::ReduceOp::MIN:
+      return Reduction::Min;
+    case c10d::ReduceOp::MAX:
+      return Reduction::Max;
+    default:
+      return std::nullopt;
+  }
+}
+
+CollectiveSpec spec_of(CollectiveKind kind, Reduction reduction = Reduction::Sum, int64_t root = 0) {
+  CollectiveSpec spec;
+  spec.kind = kind;
+  spec.reduction = reduction;
+  spec.root = root;
+  return spec;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::run_replicated(const char* name, c10d::OpType type,
+                                                               CollectiveSpec spec, const at::Tensor& input,
+                                                               const std::vector<at::Tensor>& outputs) {
+  if (!replicas_ || !on_tpu(input) || input.numel() == 0) return nullptr;
+  for (const auto& output : outputs) {
+    if (!on_tpu(output) || output.device() != input.device() || output.scalar_type() != input.scalar_type()) {
+      return nullptr;
+    }
+  }
+  exec::flush("collective");
+  ++sequence_;
+  exec::TensorView view = aten::view_of(input);
+  runtime::BufferPtr operand = exec::dense_buffer(view);
+  spec.input = operand->type();
+  spec.replicas = size_;
+  runtime::BufferPtr result;
+  try {
+    result = replicas_->run(rank_, ++replica_sequence_, spec, operand, view.storage->device, timeout_);
+  } catch (const RendezvousTimeout& e) {
+    C10_THROW_ERROR(DistBackendError, c10::str("tpu_dist: ", name, " timed out on rank ", rank_,
+                                               " (process group timeout ", timeout_.count(), " ms): ", e.what()));
+  } catch (const RendezvousMismatch& e) {
+    C10_THROW_ERROR(DistBackendError, c10::str("tpu_dist: ranks called different collectives: ", e.what()));
+  } catch (const std::exception& e) {
+    C10_THROW_ERROR(DistBackendError, c10::str("tpu_dist: ", name, " failed on rank ", rank_, ": ", e.what()));
+  }
+  if (!result) return nullptr;
+  int64_t offset = 0;
+  for (const auto& output : outputs) {
+    install(output, result, offset);
+    offset += output.numel();
+  }
+  ++replicated_;
+  auto work = c10::make_intrusive<TpuWork>(rank_, type, name, outputs, nullptr, nullptr, timeout_);
+  work->complete();
+  return work;
 }
 
 void ProcessGroupTPU::check_agreement(const char* name, const Agreement& a) {
@@ -354,6 +444,10 @@ ProcessGroupTPU::Agreement agree(const std::vector<at::Tensor>& ts, int64_t root
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::broadcast(std::vector<at::Tensor>& tensors,
                                                           const c10d::BroadcastOptions& opts) {
+  if (tensors.size() == 1 && opts.rootTensor == 0) {
+    auto spec = spec_of(CollectiveKind::Broadcast, Reduction::Sum, opts.rootRank);
+    if (auto work = run_replicated("broadcast", c10d::OpType::BROADCAST, spec, tensors[0], {tensors[0]})) return work;
+  }
   auto a = agree(tensors, opts.rootRank);
   std::vector<at::Tensor> host;
   bool root = rank_ == opts.rootRank;
@@ -370,6 +464,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::broadcast(std::vector<at::Tensor
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::allreduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::AllreduceOptions& opts) {
+  auto reduction = reduction_of(opts.reduceOp);
+  if (tensors.size() == 1 && reduction) {
+    auto spec = spec_of(CollectiveKind::AllReduce, *reduction);
+    if (auto work = run_replicated("all_reduce", c10d::OpType::ALLREDUCE, spec, tensors[0], {tensors[0]})) return work;
+  }
   auto a = agree(tensors);
   std::vector<at::Tensor> host;
   return run("all_reduce", c10d::OpType::ALLREDUCE, &a, tensors, tensors,
@@ -410,6 +509,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::reduce(std::vector<at::Tensor>& 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
+  if (inputs.size() == 1 && outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_ &&
+      std::all_of(outputs[0].begin(), outputs[0].end(), [&](const at::Tensor& o) { return o.numel() == inputs[0].numel(); })) {
+    auto spec = spec_of(CollectiveKind::AllGather);
+    if (auto work = run_replicated("all_gather", c10d::OpType::ALLGATHER, spec, inputs[0], outputs[0])) return work;
+  }
   auto a = agree(inputs);
   std::vector<at::Tensor> host_in;
   std::vector<std::vector<at::Tensor>> host_out;
@@ -425,6 +529,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::allgather(
 c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::_allgather_base(at::Tensor& output,
                                                                 at::Tensor& input,
                                                                 const c10d::AllgatherOptions& opts) {
+  if (output.numel() == input.numel() * size_) {
+    auto spec = spec_of(CollectiveKind::AllGather);
+    if (auto work = run_replicated("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, spec, input, {output})) {
+      return work;
+    }
+  }
   auto a = agree({input});
   at::Tensor host_in, host_out;
   return run("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, &a, {output, input},
@@ -516,6 +626,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  auto reduction = reduction_of(opts.reduceOp);
+  if (reduction && input.numel() == output.numel() * size_) {
+    auto spec = spec_of(CollectiveKind::ReduceScatter, *reduction);
+    if (auto work = run_replicated("reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, spec, input, {output})) {
+      return work;
+    }
+  }
   auto a = agree({output});
   at::Tensor host_in, host_out;
   return run("reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, &a, {output, input},
@@ -547,6 +664,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::alltoall_base(at::Tensor& output
                                                               std::vector<int64_t>& output_splits,
                                                               std::vector<int64_t>& input_splits,
                                                               const c10d::AllToAllOptions& opts) {
+  if (output_splits.empty() && input_splits.empty() && input.numel() == output.numel() &&
+      input.numel() % size_ == 0) {
+    auto spec = spec_of(CollectiveKind::AllToAll);
+    if (auto work = run_replicated("all_to_all_single", c10d::OpType::ALLTOALL_BASE, spec, input, {output})) return work;
+  }
   bool even = output_splits.empty() && input_splits.empty();
   auto a = agree({input}, -1, even);
   at::Tensor host_in, host_out;

@@ -1,5 +1,10 @@
 // The "tpu_dist" c10d backend.
 //
+// Where one PJRT client drives every rank's device (the ranks are threads of one process), the
+// collectives XLA has (all_reduce, broadcast, all_gather, reduce_scatter, even all_to_all) run as
+// one replicated XLA program over the ranks' devices, met at a ReplicaRendezvous; the other
+// operations, and every operation where the client does not span the devices, take the host path.
+//
 // Where one PJRT client does not span the participating devices (separate processes on the CPU
 // plugin), tpu tensors are staged through host memory and moved by a Gloo backend held inside this
 // one: device -> host through the ordinary copy path (a sync point of the executor), the Gloo
@@ -14,6 +19,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "distributed/replica_rendezvous.h"
 
 namespace tpu::distributed {
 
@@ -81,8 +88,10 @@ class HostStaging {
 
 class ProcessGroupTPU : public c10d::Backend {
  public:
+  // `replicas`: the rendezvous of the group's ranks when this process drives all their devices
+  // through one client, else null.
   ProcessGroupTPU(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size,
-                  std::chrono::milliseconds timeout);
+                  std::chrono::milliseconds timeout, std::shared_ptr<ReplicaRendezvous> replicas = nullptr);
 
   const std::string getBackendName() const override { return "tpu_dist"; }
   c10::intrusive_ptr<c10d::Backend> transport() const { return transport_; }
@@ -141,6 +150,9 @@ class ProcessGroupTPU : public c10d::Backend {
 
   // Collectives run so far (the debug mode's agreement check numbers them).
   int64_t collectives() const { return sequence_; }
+  // Collectives this rank ran as replicated XLA programs.
+  int64_t replicated_collectives() const { return replicated_; }
+  bool spans_devices() const { return replicas_ != nullptr; }
   StagingStats staging_stats();
   void reset_staging_stats();
 
@@ -156,12 +168,20 @@ class ProcessGroupTPU : public c10d::Backend {
                                      const std::function<c10::intrusive_ptr<c10d::Work>()>& launch,
                                      std::function<void()> finish, bool blocking = true);
   void check_agreement(const char* name, const Agreement& agreement);
+  // Runs the collective as a replicated XLA program when the ranks' devices allow it and writes
+  // this rank's result, in order, into `outputs`; returns null (having changed nothing) where the
+  // host path must serve it instead. The caller checks that the outputs hold the result exactly.
+  c10::intrusive_ptr<c10d::Work> run_replicated(const char* name, c10d::OpType type, CollectiveSpec spec,
+                                                const at::Tensor& input, const std::vector<at::Tensor>& outputs);
 
   c10::intrusive_ptr<c10d::Backend> transport_;
   std::chrono::milliseconds timeout_;
   std::mutex staging_mutex_;
   HostStaging staging_;
   int64_t sequence_ = 0;
+  std::shared_ptr<ReplicaRendezvous> replicas_;
+  int64_t replica_sequence_ = 0;
+  int64_t replicated_ = 0;
 };
 
 }  // namespace tpu::distributed

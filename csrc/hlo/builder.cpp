@@ -473,10 +473,9 @@ void Builder::print_block(std::string& out, const Block& block, int indent) cons
   for (const auto& operation : block.ops) print_op(out, operation, indent);
 }
 
-std::string Builder::module_text(const std::vector<Value>& results) const {
-  std::string out =
-      "module @torch_tpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} "
-      "{\n  func.func public @main(";
+std::string Builder::module_text(const std::vector<Value>& results, int64_t num_replicas) const {
+  std::string out = "module @torch_tpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = " +
+                    std::to_string(num_replicas) + " : i32} {\n  func.func public @main(";
   const Block& main = blocks_[0];
   for (size_t i = 0; i < main.arguments.size(); ++i) {
     if (i) out += ", ";

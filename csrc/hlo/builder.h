@@ -109,8 +109,9 @@ class Builder {
   // Counter-based random bits (stablehlo.rng_bit_generator, THREE_FRY) from a ui64[2] state.
   Value random_bits(Value state, const Dims& dims, DType bits_dtype);
 
-  // The whole module, with `results` returned from @main in order.
-  std::string module_text(const std::vector<Value>& results) const;
+  // The whole module, with `results` returned from @main in order; `num_replicas` > 1 for a
+  // program whose replicas run together (collectives).
+  std::string module_text(const std::vector<Value>& results, int64_t num_replicas = 1) const;
 
   int64_t num_ops() const;
 

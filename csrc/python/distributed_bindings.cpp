@@ -17,10 +17,15 @@ void register_distributed_bindings(py::module& m) {
   py::class_<ProcessGroupTPU, c10d::Backend, c10::intrusive_ptr<ProcessGroupTPU>>(
       m, "ProcessGroupTPU")
       .def(py::init([](const c10::intrusive_ptr<c10d::Backend>& transport, int rank, int size,
-                       std::chrono::milliseconds timeout) {
-             return c10::make_intrusive<ProcessGroupTPU>(transport, rank, size, timeout);
+                       std::chrono::milliseconds timeout, const std::string& replica_group) {
+             std::shared_ptr<tpu::distributed::ReplicaRendezvous> replicas;
+             if (!replica_group.empty()) replicas = tpu::distributed::ReplicaRendezvous::join(replica_group, size);
+             return c10::make_intrusive<ProcessGroupTPU>(transport, rank, size, timeout, replicas);
            }),
-           py::arg("transport"), py::arg("rank"), py::arg("size"), py::arg("timeout"))
+           py::arg("transport"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+           py::arg("replica_group") = "")
+      .def_property_readonly("spans_devices", &ProcessGroupTPU::spans_devices)
+      .def_property_readonly("replicated_collectives", &ProcessGroupTPU::replicated_collectives)
       .def_property_readonly("transport", &ProcessGroupTPU::transport)
       .def_property_readonly("collectives", &ProcessGroupTPU::collectives)
       .def("staging_stats",
@@ -39,6 +44,12 @@ void register_distributed_bindings(py::module& m) {
              return d;
            })
       .def("reset_staging_stats", &ProcessGroupTPU::reset_staging_stats);
+  m.def("_collective_programs", [] {
+    py::dict d;
+    d["compiled"] = tpu::distributed::collective_programs_compiled();
+    d["run"] = tpu::distributed::collective_programs_run();
+    return d;
+  });
 }
 
 }  // namespace tpu::python

@@ -10,6 +10,12 @@ constexpr int kLengthDelimited = 2;
 constexpr int kBuildDeviceOrdinal = 1;
 constexpr int kBuildNumReplicas = 4;
 constexpr int kBuildNumPartitions = 5;
+constexpr int kBuildDeviceAssignment = 9;
+// xla.DeviceAssignmentProto and its ComputationDevice.
+constexpr int kAssignmentReplicaCount = 1;
+constexpr int kAssignmentComputationCount = 2;
+constexpr int kAssignmentComputationDevices = 3;
+constexpr int kComputationReplicaDeviceIds = 1;
 constexpr int kCompileBuildOptions = 3;
 constexpr int kCompilePortable = 4;
 }  // namespace
@@ -34,12 +40,30 @@ std::string encode_compile_options(const CompileOptions& options) {
   append_varint(build, static_cast<uint64_t>(options.num_replicas));
   append_tag(build, kBuildNumPartitions, kVarint);
   append_varint(build, static_cast<uint64_t>(options.num_partitions));
+  if (!options.replica_devices.empty()) {
+    std::string computation;
+    for (int64_t id : options.replica_devices) {
+      append_tag(computation, kComputationReplicaDeviceIds, kVarint);
+      append_varint(computation, static_cast<uint64_t>(id));
+    }
+    std::string assignment;
+    append_tag(assignment, kAssignmentReplicaCount, kVarint);
+    append_varint(assignment, options.replica_devices.size());
+    append_tag(assignment, kAssignmentComputationCount, kVarint);
+    append_varint(assignment, 1);
+    append_tag(assignment, kAssignmentComputationDevices, kLengthDelimited);
+    append_varint(assignment, computation.size());
+    assignment += computation;
+    append_tag(build, kBuildDeviceAssignment, kLengthDelimited);
+    append_varint(build, assignment.size());
+    build += assignment;
+  }
 
   std::string out;
   append_tag(out, kCompileBuildOptions, kLengthDelimited);
   append_varint(out, build.size());
   out += build;
-  if (options.portable) {
+  if (options.portable && options.replica_devices.empty()) {
     append_tag(out, kCompilePortable, kVarint);
     append_varint(out, 1);
   }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tpu::runtime {
 
@@ -13,6 +14,9 @@ struct CompileOptions {
   // A portable executable runs on whichever device Execute names, so one compilation serves every
   // device of the client.
   bool portable = true;
+  // For a replicated program (num_replicas > 1): the PJRT device id that runs each replica, in
+  // replica order. Replicated programs are never portable.
+  std::vector<int64_t> replica_devices;
 };
 
 std::string encode_compile_options(const CompileOptions& options);

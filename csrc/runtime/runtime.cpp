@@ -249,6 +249,16 @@ std::string Client::device_kind(int device) const {
   return std::string(kind.device_kind, kind.device_kind_size);
 }
 
+int64_t Client::device_id(int device) const {
+  auto desc = make_args<PJRT_Device_GetDescription_Args>();
+  desc.device = devices_.at(device);
+  check(api_->PJRT_Device_GetDescription(&desc), "PJRT_Device_GetDescription");
+  auto id = make_args<PJRT_DeviceDescription_Id_Args>();
+  id.device_description = desc.device_description;
+  check(api_->PJRT_DeviceDescription_Id(&id), "PJRT_DeviceDescription_Id");
+  return id.id;
+}
+
 namespace {
 // Destructors cannot throw: an error while releasing is dropped.
 void discard(PJRT_Error* error) {
@@ -359,7 +369,9 @@ BufferPtr Client::copy_to_device(const Buffer& buffer, int device) {
   return std::make_shared<Buffer>(args.dst_buffer, device, buffer.type());
 }
 
-ExecutablePtr Client::compile(const std::string& mlir_text) {
+namespace {
+ExecutablePtr compile_with(const Client& client, PJRT_Client* raw, const std::string& mlir_text,
+                           const std::string& options) {
   auto program = make_args<PJRT_Program>();
   program.code = const_cast<char*>(mlir_text.data());
   program.code_size = mlir_text.size();
@@ -367,12 +379,24 @@ ExecutablePtr Client::compile(const std::string& mlir_text) {
   program.format = kFormat;
   program.format_size = sizeof(kFormat) - 1;
   auto args = make_args<PJRT_Client_Compile_Args>();
-  args.client = client_;
+  args.client = raw;
   args.program = &program;
-  args.compile_options = compile_options_.data();
-  args.compile_options_size = compile_options_.size();
-  check(api_->PJRT_Client_Compile(&args), "XLA compilation");
+  args.compile_options = options.data();
+  args.compile_options_size = options.size();
+  client.check(client.api()->PJRT_Client_Compile(&args), "XLA compilation");
   return std::make_shared<Executable>(args.executable);
+}
+}  // namespace
+
+ExecutablePtr Client::compile(const std::string& mlir_text) {
+  return compile_with(*this, client_, mlir_text, compile_options_);
+}
+
+ExecutablePtr Client::compile_replicated(const std::string& mlir_text, const std::vector<int>& devices) {
+  CompileOptions options;
+  options.num_replicas = static_cast<int64_t>(devices.size());
+  for (int d : devices) options.replica_devices.push_back(device_id(d));
+  return compile_with(*this, client_, mlir_text, encode_compile_options(options));
 }
 
 ExecutablePtr Client::deserialize(const std::string& bytes) {
@@ -414,6 +438,42 @@ ExecuteResult Client::execute(const Executable& executable, int device,
   }
   result.done = done;
   return result;
+}
+
+std::vector<ExecuteResult> Client::execute_replicated(const Executable& executable,
+                                                      const std::vector<int>& devices,
+                                                      const std::vector<std::vector<const Buffer*>>& arguments,
+                                                      const std::vector<TensorType>& output_types) {
+  size_t replicas = devices.size();
+  std::vector<std::vector<PJRT_Buffer*>> raw_args(replicas);
+  std::vector<PJRT_Buffer* const*> arg_lists(replicas);
+  std::vector<std::vector<PJRT_Buffer*>> raw_outputs(replicas, std::vector<PJRT_Buffer*>(output_types.size()));
+  std::vector<PJRT_Buffer**> output_lists(replicas);
+  std::vector<PJRT_Event*> done(replicas, nullptr);
+  for (size_t r = 0; r < replicas; ++r) {
+    for (const Buffer* b : arguments.at(r)) raw_args[r].push_back(b->raw());
+    arg_lists[r] = raw_args[r].data();
+    output_lists[r] = raw_outputs[r].data();
+  }
+  auto options = make_args<PJRT_ExecuteOptions>();
+  auto args = make_args<PJRT_LoadedExecutable_Execute_Args>();
+  args.executable = executable.raw();
+  args.options = &options;
+  args.argument_lists = arg_lists.data();
+  args.num_devices = replicas;
+  args.num_args = arguments.at(0).size();
+  args.output_lists = output_lists.data();
+  args.device_complete_events = done.data();
+  check(api_->PJRT_LoadedExecutable_Execute(&args), "collective program execution");
+
+  std::vector<ExecuteResult> results(replicas);
+  for (size_t r = 0; r < replicas; ++r) {
+    for (size_t i = 0; i < output_types.size(); ++i) {
+      results[r].outputs.push_back(std::make_shared<Buffer>(raw_outputs[r][i], devices[r], output_types[i]));
+    }
+    results[r].done = done[r];
+  }
+  return results;
 }
 
 void Client::wait(PJRT_Event* event) {

@@ -109,6 +109,8 @@ class Client {
   const std::string& platform_version() const { return platform_version_; }
   const std::string& plugin_path() const { return plugin_path_; }
   std::string device_kind(int device) const;
+  // PJRT's global id of a local device: what a device assignment names.
+  int64_t device_id(int device) const;
   int api_major() const;
   int api_minor() const;
   // The serialized CompileOptionsProto every compile() passes: part of the compilation cache's key.
@@ -121,9 +123,16 @@ class Client {
 
   ExecutablePtr compile(const std::string& mlir_text);
   ExecutablePtr deserialize(const std::string& bytes);
+  // A program with one replica per device of `devices` (local indices, in replica order), for
+  // collectives between them; not portable, so not part of the persistent cache.
+  ExecutablePtr compile_replicated(const std::string& mlir_text, const std::vector<int>& devices);
   ExecuteResult execute(const Executable& executable, int device,
                         const std::vector<const Buffer*>& arguments,
                         const std::vector<TensorType>& output_types);
+  // Runs a compile_replicated program: arguments[i] on devices[i]; one result per replica.
+  std::vector<ExecuteResult> execute_replicated(const Executable& executable, const std::vector<int>& devices,
+                                                const std::vector<std::vector<const Buffer*>>& arguments,
+                                                const std::vector<TensorType>& output_types);
 
   // Events: wait blocks, releases the event and throws the error of the work it tracked; await
   // does the same but keeps the event; on_ready calls `callback` once it is ready (perhaps at
