@@ -7,11 +7,19 @@ median over iterations of the slowest rank's time, as bus bandwidth (algorithm b
 each tpu size also gets the backend's own breakdown (torch_tpu.distributed.staging_stats(), rank
 0's mean per call, next to that mean): device -> host copy, the Gloo transport (which includes
 waiting for the slower rank), host -> device copy. Rank 0 prints a table and, last, a JSON line.
+
+`python benchmarks/allreduce.py --threads 2` instead runs the ranks as threads of one process, one
+device each, where one PJRT client spans the devices: tpu_dist then runs all_reduce as one
+replicated XLA program. It reports that path next to tpu_dist's host path and Gloo on CPU tensors,
+all three measured in the same run over the same ranks.
 """
 import argparse
+import datetime
 import json
 import statistics
+import threading
 import time
+import types
 
 import torch
 import torch.distributed as dist
@@ -40,28 +48,106 @@ def busbw_gbps(nbytes, seconds, world):
     return nbytes / seconds * 2 * (world - 1) / world / 1e9
 
 
+def sizes_of(args):
+    sizes = []
+    size = args.min_kib * 1024
+    while size <= args.max_mib * 1024 * 1024:
+        sizes.append(size)
+        size *= 4
+    return sizes
+
+
+def iterations(args, nbytes):
+    return args.iters if nbytes <= 16 * 1024 * 1024 else max(3, args.iters // 3)
+
+
+def threads_main(args):
+    """Ranks as threads sharing this process's PJRT client: replicated XLA program vs host path
+    vs Gloo on CPU tensors."""
+    from torch._C._distributed_c10d import AllreduceOptions
+
+    from torch_tpu import _C
+
+    world = args.threads
+    assert torch.tpu.device_count() >= world, f"needs {world} devices (TORCH_TPU_CPU_DEVICES)"
+    store = torch.distributed.HashStore()
+    barrier = threading.Barrier(world)
+    times = {}  # (path, bytes) -> per-iteration list of per-rank seconds
+    ready = {}
+
+    def rank_main(rank):
+        torch.tpu.set_device(rank)
+        opts = types.SimpleNamespace(store=store, group_rank=rank, group_size=world,
+                                     timeout=datetime.timedelta(seconds=300))
+        xla = tpu_dist._create_backend(opts, None)
+        assert xla.spans_devices
+        host_path = _C.ProcessGroupTPU(xla.transport, rank, world, datetime.timedelta(seconds=300))
+        paths = {"xla": (xla, "tpu"), "host": (host_path, "tpu"), "gloo": (xla.transport, "cpu")}
+        for nbytes in sizes_of(args):
+            host = torch.randn(nbytes // 4)
+            on_device = host.to(f"tpu:{rank}")
+            for name, (backend, where) in paths.items():
+                t = on_device if where == "tpu" else host
+                for i in range(iterations(args, nbytes) + 1):  # the first compiles and connects
+                    barrier.wait()
+                    start = time.perf_counter()
+                    backend.allreduce([t], AllreduceOptions()).wait()
+                    torch.tpu.synchronize()
+                    if i:
+                        times.setdefault((name, nbytes), {}).setdefault(i, []).append(time.perf_counter() - start)
+        ready[rank] = xla.replicated_collectives
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(ready) == world, "a rank failed"
+
+    def busbw(name, nbytes):
+        seconds = statistics.median(max(v) for v in times[(name, nbytes)].values())
+        return busbw_gbps(nbytes, seconds, world)
+
+    rows = [{"bytes": n, **{k: busbw(k, n) for k in ("xla", "host", "gloo")}} for n in sizes_of(args)]
+    print(f"platform {torch.tpu.platform()}, {world} ranks as threads of one process, float32, "
+          "bus bandwidth GB/s, median of slowest rank")
+    print(f"{'size':>9} {'xla program':>12} {'host path':>10} {'gloo cpu':>9} {'xla/gloo':>9}")
+    for r in rows:
+        label = f"{r['bytes'] // 1024} KiB" if r["bytes"] < 1024 * 1024 else f"{r['bytes'] // (1024 * 1024)} MiB"
+        print(f"{label:>9} {r['xla']:12.3f} {r['host']:10.3f} {r['gloo']:9.3f} {r['xla'] / r['gloo']:9.2f}")
+    big = rows[-1]
+    print(json.dumps({
+        "platform": torch.tpu.platform(), "world_size": world, "ranks": "threads", "dtype": "float32",
+        "sizes_bytes": [r["bytes"] for r in rows],
+        "replicated_busbw_gbps": [round(r["xla"], 4) for r in rows],
+        "host_path_busbw_gbps": [round(r["host"], 4) for r in rows],
+        "gloo_busbw_gbps": [round(r["gloo"], 4) for r in rows],
+        "replicated_over_gloo_at_largest": round(big["xla"] / big["gloo"], 3),
+        "replicated_over_host_path_at_largest": round(big["xla"] / big["host"], 3),
+    }))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--min-kib", type=int, default=4)
     parser.add_argument("--max-mib", type=int, default=64)
     parser.add_argument("--iters", type=int, default=10, help="iterations per size (fewer above 16 MiB)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="run this many ranks as threads of one process (no torchrun)")
     args = parser.parse_args()
+    if args.threads:
+        threads_main(args)
+        return
 
     dist.init_process_group("cpu:gloo,tpu:tpu_dist")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.tpu.set_device(rank % torch.tpu.device_count())
     sync_tpu = torch.tpu.synchronize
 
-    sizes = []
-    size = args.min_kib * 1024
-    while size <= args.max_mib * 1024 * 1024:
-        sizes.append(size)
-        size *= 4
-
     rows = []
-    for nbytes in sizes:
+    for nbytes in sizes_of(args):
         numel = nbytes // 4
-        iters = args.iters if nbytes <= 16 * 1024 * 1024 else max(3, args.iters // 3)
+        iters = iterations(args, nbytes)
         host = torch.randn(numel)
         device = host.to("tpu")
 

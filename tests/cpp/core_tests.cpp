@@ -5,10 +5,13 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cache/entry_file.h"
 #include "cache/stable_hash.h"
+#include "distributed/collective_program.h"
+#include "distributed/replica_rendezvous.h"
 #include "hlo/builder.h"
 #include "runtime/compile_options.h"
 #include "runtime/runtime.h"
@@ -115,6 +118,47 @@ TEST(compile_options_wire_format) {
   EXPECT(static_cast<unsigned char>(bytes[bytes.size() - 2]) == 0x20);  // portable flag
 }
 
+TEST(compile_options_name_the_replicas_devices) {
+  runtime::CompileOptions options;
+  options.num_replicas = 2;
+  options.replica_devices = {5, 3};
+  std::string bytes = runtime::encode_compile_options(options);
+  // device_assignment (field 9, length-delimited) holds replica_count 2, computation_count 1 and
+  // one computation whose replica_device_ids are 5 then 3.
+  std::string assignment = std::string("\x4A\x0A\x08\x02\x10\x01\x1A\x04\x08\x05\x08\x03", 12);
+  EXPECT(contains(bytes, assignment));
+  EXPECT(static_cast<unsigned char>(bytes[bytes.size() - 2]) != 0x20);  // never portable
+}
+
+TEST(collective_programs_name_their_replica_group) {
+  distributed::CollectiveSpec spec;
+  spec.replicas = 2;
+  spec.input = {DType::F32, {2, 3}};
+  spec.reduction = distributed::Reduction::Average;
+  std::string all_reduce = distributed::collective_module(spec);
+  EXPECT(contains(all_reduce, "\"stablehlo.all_reduce\""));
+  EXPECT(contains(all_reduce, "replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>"));
+  EXPECT(contains(all_reduce, "mhlo.num_replicas = 2"));
+  EXPECT(contains(all_reduce, "stablehlo.divide"));  // the average
+  spec.kind = distributed::CollectiveKind::AllGather;
+  EXPECT(distributed::collective_output_numel(spec) == 12);
+  EXPECT(contains(distributed::collective_module(spec), "-> tensor<12xf32>"));
+  spec.kind = distributed::CollectiveKind::ReduceScatter;
+  spec.input = {DType::F32, {5}};
+  bool threw = false;
+  try {
+    distributed::collective_module(spec);
+  } catch (const std::invalid_argument& e) {
+    threw = contains(e.what(), "do not split into 2 equal parts");
+  }
+  EXPECT(threw);
+  spec.kind = distributed::CollectiveKind::AllReduce;
+  spec.input = {DType::Bool, {4}};
+  spec.reduction = distributed::Reduction::Sum;
+  EXPECT(contains(distributed::collective_module(spec), "xi32>"));  // bool is reduced as 0 / 1
+  EXPECT(distributed::describe(spec) == "all_reduce(sum) of i1[4]");
+}
+
 TEST(runtime_compiles_and_runs_on_every_device) {
   if (g_plugin.empty()) {
     std::printf("  (skipped: no plugin path given on the command line)\n");
@@ -152,6 +196,42 @@ TEST(runtime_reports_compile_errors_with_pjrt_message) {
     threw = contains(e.what(), "XLA compilation failed");
   }
   EXPECT(threw);
+}
+
+TEST(replicas_meet_and_reduce_across_devices) {
+  if (g_plugin.empty()) return;
+  auto& client = runtime::Client::get();
+  distributed::CollectiveSpec spec;
+  spec.replicas = 2;
+  spec.input = {DType::F32, {3}};
+  auto rendezvous = distributed::ReplicaRendezvous::join("core_tests", 2);
+  std::vector<runtime::BufferPtr> results(2);
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      float host[3] = {1.0f + rank, 2.0f, 3.0f * rank};
+      auto in = client.from_host(host, spec.input, rank);
+      results[rank] = rendezvous->run(rank, 1, spec, in, rank, std::chrono::seconds(30));
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT(results[rank] && results[rank]->device() == rank);
+    float out[3];
+    client.to_host(*results[rank], out);
+    EXPECT(out[0] == 3 && out[1] == 4 && out[2] == 3);
+  }
+  // Two ranks on one device cannot run one replicated program: both are told to go another way.
+  std::vector<std::thread> crowded;
+  for (int rank = 0; rank < 2; ++rank) {
+    crowded.emplace_back([&, rank] {
+      float host[3] = {1, 2, 3};
+      results[rank] = rendezvous->run(rank, 2, spec, client.from_host(host, spec.input, 0), 0,
+                                      std::chrono::seconds(30));
+    });
+  }
+  for (auto& t : crowded) t.join();
+  EXPECT(!results[0] && !results[1]);
 }
 
 TEST(cache_entry_round_trip_and_damage) {
