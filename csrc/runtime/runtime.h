@@ -16,6 +16,7 @@ struct PJRT_Api;
 struct PJRT_Buffer;
 struct PJRT_Client;
 struct PJRT_Device;
+struct PJRT_DeviceDescription;
 struct PJRT_Error;
 struct PJRT_Event;
 struct PJRT_LoadedExecutable;
@@ -152,6 +153,7 @@ class Client {
  private:
   Client() = default;
   void load();
+  PJRT_DeviceDescription* description(int device) const;
 
   const PJRT_Api* api_ = nullptr;
   PJRT_Client* client_ = nullptr;

@@ -272,10 +272,12 @@ def _at_least_as_close_as_cpu(key, actual, expected, reference):
             f"differs from CPU and is farther than CPU from the float64 result (by {float((tpu_error - allowed).max()):.3g})"
 
 
-def _check_forward(op, key, dtype, sample, actual, expected):
-    """Raises AssertionError unless tpu's forward results (on the CPU) agree with CPU's."""
+def _agrees(key, dtype, sample, actual, expected, tied, in_float64):
+    """Raises AssertionError unless tpu's results (on the CPU) agree with CPU's. `tied` checks the
+    ops in TIES_IN_ANY_ORDER; `in_float64()` computes the float64 reference that floating results
+    which differ from CPU's are judged against."""
     if key in TIES_IN_ANY_ORDER:
-        _indices_pick_the_values(key, sample, actual, expected)
+        tied(key, sample, actual, expected)
         return
     random = _is_random(key, sample)
     try:
@@ -283,7 +285,12 @@ def _check_forward(op, key, dtype, sample, actual, expected):
     except AssertionError:
         if dtype not in JUDGED_AGAINST_FLOAT64 or random:
             raise
-        _at_least_as_close_as_cpu(key, actual, expected, _call(op, sample, _in_float64(sample)))
+        _at_least_as_close_as_cpu(key, actual, expected, in_float64())
+
+
+def _check_forward(op, key, dtype, sample, actual, expected):
+    _agrees(key, dtype, sample, actual, expected, _indices_pick_the_values,
+            lambda: _call(op, sample, _in_float64(sample)))
 
 
 def _first_line(error):
@@ -361,19 +368,8 @@ def _grads(op, sample, inputs, seed_gen, seeds=None):
 
 
 def _check_backward(op, key, dtype, sample, actual, expected, seeds):
-    """Raises AssertionError unless tpu's gradients (on the CPU) agree with CPU's; in f16 / bf16,
-    gradients no farther from the float64 gradients (same seeds) than CPU's also agree."""
-    if key in TIES_IN_ANY_ORDER:
-        _gradients_agree_up_to_ties(key, sample, actual, expected)
-        return
-    random = _is_random(key, sample)
-    try:
-        _compare(key, actual, expected, random)
-    except AssertionError:
-        if dtype not in JUDGED_AGAINST_FLOAT64 or random:
-            raise
-        reference, _ = _grads(op, sample, _in_float64(sample), None, [s.double() for s in seeds])
-        _at_least_as_close_as_cpu(key, actual, expected, reference)
+    _agrees(key, dtype, sample, actual, expected, _gradients_agree_up_to_ties,
+            lambda: _grads(op, sample, _in_float64(sample), None, [s.double() for s in seeds])[0])
 
 
 def run_backward(op, dtype, max_samples=None):
