@@ -149,7 +149,7 @@ DTYPE_SLICE = ["add", "mul", "sub", "div.floor_rounding", "remainder", "abs", "n
                "eq", "maximum", "sum", "prod", "cumsum", "amax", "argmax", "sort", "topk", "cat",
                "index_select", "gather", "scatter_add", "masked_fill", "flip", "tril", "logical_and",
                "logical_not", "exp", "tanh", "softmax", "mm", "nn.functional.relu", "nn.functional.layer_norm",
-               "nn.functional.gelu", "nn.functional.cross_entropy"]
+               "nn.functional.gelu", "nn.functional.cross_entropy", "nn.functional.group_norm"]
 DTYPE_SAMPLES = 6
 
 # (op, dtype) -> why it differs from CPU.
