@@ -319,7 +319,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::run_replicated(const char* name,
     }
   }
   exec::flush("collective");
-  ++sequence_;
   exec::TensorView view = aten::view_of(input);
   runtime::BufferPtr operand = exec::dense_buffer(view);
   spec.input = operand->type();
@@ -336,6 +335,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::run_replicated(const char* name,
     C10_THROW_ERROR(DistBackendError, c10::str("tpu_dist: ", name, " failed on rank ", rank_, ": ", e.what()));
   }
   if (!result) return nullptr;
+  ++sequence_;
   int64_t offset = 0;
   for (const auto& output : outputs) {
     install(output, result, offset);
