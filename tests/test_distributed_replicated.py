@@ -53,12 +53,13 @@ def run_ranks(body, mode, timeout_s=30, ranks=RANKS):
 
 
 def rank_input(rank, dtype=torch.float32, n=12):
-    torch.manual_seed(100 + rank)
+    # A generator of its own: the ranks' threads would race for the global one.
+    generator = torch.Generator().manual_seed(100 + rank)
     if dtype == torch.bool:
-        return torch.rand(n) > 0.5
+        return torch.rand(n, generator=generator) > 0.5
     if dtype.is_floating_point:
-        return torch.randn(n).to(dtype)
-    return torch.randint(-5, 6, (n,), dtype=dtype)
+        return torch.randn(n, generator=generator).to(dtype)
+    return torch.randint(-5, 6, (n,), dtype=dtype, generator=generator)
 
 
 def on_device(rank, cpu):
