@@ -22,6 +22,11 @@ ElementwiseResult float_result_of(const Context& ctx);  // ... and for non-float
 // result dtype first, as PyTorch casts every operand to the common dtype before its f16 / bf16
 // kernels widen to f32.
 Value arg_as(Context& ctx, size_t i, const ElementwiseResult& r);
+// Operand i as mul and true division read it: a number (a Python scalar, or a 0-dim CPU tensor)
+// goes to the compute dtype unrounded, as their kernels read a CPU scalar operand straight in the
+// compute dtype (add and sub round it to the result dtype first, as arg_as does); a tensor as
+// arg_as.
+Value binary_operand_as(Context& ctx, size_t i, const ElementwiseResult& r);
 // A scalar parameter (alpha of addcmul, a slope, a threshold) in the compute dtype, unrounded:
 // PyTorch hands those to its kernels in the compute dtype.
 Value param_as(Context& ctx, size_t i, const ElementwiseResult& r);

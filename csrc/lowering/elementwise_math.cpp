@@ -29,6 +29,10 @@ Value arg_as(Context& ctx, size_t i, const ElementwiseResult& r) {
   return cast_to(ctx.b, ctx.b.convert(ctx.tensor(i), r.dtype), r.compute, r.dims);
 }
 
+Value binary_operand_as(Context& ctx, size_t i, const ElementwiseResult& r) {
+  return ctx.arg(i).kind == Arg::Kind::Number ? param_as(ctx, i, r) : arg_as(ctx, i, r);
+}
+
 Value param_as(Context& ctx, size_t i, const ElementwiseResult& r) {
   return operand_as(ctx, i, r.compute, r.dims);
 }
@@ -500,7 +504,7 @@ TPU_LOWERING("rsub", lower_rsub);
 
 std::vector<Value> lower_mul(Context& ctx) {
   ElementwiseResult r = result_of(ctx);
-  Value x = arg_as(ctx, 0, r), y = arg_as(ctx, 1, r);
+  Value x = binary_operand_as(ctx, 0, r), y = binary_operand_as(ctx, 1, r);
   if (r.dtype == DType::Bool) return {op(ctx.b, "and", x, y)};
   return finish(ctx, r, ctx.b.mul(x, y));
 }
@@ -544,6 +548,8 @@ Value divide(Context& ctx, const std::string& rounding_mode) {
   Value x = arg_as(ctx, 0, r), y = arg_as(ctx, 1, r);
   Value q;
   if (rounding_mode.empty()) {
+    x = binary_operand_as(ctx, 0, r);
+    y = binary_operand_as(ctx, 1, r);
     if (!is_floating(r.dtype)) throw Unsupported("true division with an integer result");
     q = b.div(x, y);
   } else if (rounding_mode == "trunc") {

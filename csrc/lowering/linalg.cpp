@@ -23,8 +23,13 @@ Value product(Context& ctx, size_t lhs, size_t rhs, const Contraction& c) {
   Value a = ctx.tensor(lhs), m = ctx.tensor(rhs);
   DType operand = promote_types(b.dtype(a), b.dtype(m));
   if (operand == DType::Bool) throw Unsupported(ctx.op + ": bool operands");
+  DType accumulate = accumulation_type(operand);
+  // XLA:CPU runs some batched f16 / bf16 products (bmm.out in _trilinear's backward) in a kernel
+  // without mixed precision ("Unsupported element type for DotThunk"): the operands widen first,
+  // exactly, which changes no result. A TPU's f32 product at default precision is as fast.
+  if (!c.lhs_batch.empty() && accumulate != operand && is_floating(operand)) operand = accumulate;
   return b.dot_general(b.convert(a, operand), b.convert(m, operand), c.lhs_batch, c.rhs_batch,
-                       c.lhs_contract, c.rhs_contract, accumulation_type(operand));
+                       c.lhs_contract, c.rhs_contract, accumulate);
 }
 
 // (self, a, b[, out_dtype], *, beta, alpha) -> beta * self + alpha * (a @ b). beta == 0 drops
