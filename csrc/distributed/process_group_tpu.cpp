@@ -262,8 +262,18 @@ ProcessGroupTPU::ProcessGroupTPU(c10::intrusive_ptr<c10d::Backend> transport, in
 namespace {
 
 // Writes elements [offset, offset + dst.numel()) of a replicated program's 1-D result into `dst`
-// (any view), on the device.
+// (any view), on the device. A result that is the whole of dst's storage becomes its buffer, with
+// no copy.
 void install(const at::Tensor& dst, const runtime::BufferPtr& flat, int64_t offset = 0) {
+  exec::TensorView target = aten::view_of(dst);
+  exec::Storage& storage = *target.storage;
+  if (offset == 0 && numel(flat->type().dims) == dst.numel() && flat->type().dtype == target.dtype &&
+      target.layout.offset == 0 && lowering::is_contiguous(target.layout) && flat->nbytes() == storage.nbytes) {
+    exec::materialize(storage);  // a pending graph may still read or write the old value
+    storage.buffer = flat;
+    storage.dtype = target.dtype;
+    return;
+  }
   auto staged = std::make_shared<exec::Storage>();
   staged->device = flat->device();
   staged->dtype = flat->type().dtype;
@@ -278,7 +288,7 @@ void install(const at::Tensor& dst, const runtime::BufferPtr& flat, int64_t offs
     from.layout.strides[i] = stride;
     stride *= from.layout.sizes[i];
   }
-  exec::copy_view(from, aten::view_of(dst));
+  exec::copy_view(from, target);
 }
 
 // The reductions XLA's collectives take; the bitwise ones and PREMUL_SUM take the host path.
