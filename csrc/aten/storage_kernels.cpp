@@ -239,13 +239,7 @@ void download(const at::Tensor& src, const at::Tensor& dst) {
     auto converted = std::make_shared<exec::Storage>();
     converted->device = view.storage->device;
     converted->nbytes = numel(view.layout.sizes) * itemsize(wanted);
-    exec::TensorView target{converted, wanted, {view.layout.sizes, {}, 0}};
-    int64_t stride = 1;
-    target.layout.strides.resize(view.layout.sizes.size());
-    for (size_t i = view.layout.sizes.size(); i-- > 0;) {
-      target.layout.strides[i] = stride;
-      stride *= view.layout.sizes[i];
-    }
+    exec::TensorView target{converted, wanted, lowering::dense_layout(view.layout.sizes)};
     exec::copy_view(view, target);
     exec::materialize(*converted);
     buffer = converted->buffer;

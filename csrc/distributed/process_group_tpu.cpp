@@ -279,15 +279,7 @@ void install(const at::Tensor& dst, const runtime::BufferPtr& flat, int64_t offs
   staged->dtype = flat->type().dtype;
   staged->nbytes = flat->nbytes();
   staged->buffer = flat;
-  exec::TensorView from{staged, staged->dtype, {}};
-  from.layout.offset = offset;
-  from.layout.sizes.assign(dst.sizes().begin(), dst.sizes().end());
-  from.layout.strides.resize(from.layout.sizes.size());
-  int64_t stride = 1;
-  for (size_t i = from.layout.sizes.size(); i-- > 0;) {
-    from.layout.strides[i] = stride;
-    stride *= from.layout.sizes[i];
-  }
+  exec::TensorView from{staged, staged->dtype, lowering::dense_layout(target.layout.sizes, offset)};
   exec::copy_view(from, target);
 }
 

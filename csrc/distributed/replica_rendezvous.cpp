@@ -97,7 +97,7 @@ runtime::BufferPtr ReplicaRendezvous::run(int rank, int64_t sequence, const Coll
     throw RendezvousTimeout(std::to_string(round.arrived) + " of " + std::to_string(size_) +
                             " ranks reached it within " + std::to_string(timeout.count()) + " ms");
   }
-  runtime::BufferPtr mine = round.outputs.empty() ? nullptr : round.outputs[rank];
+  runtime::BufferPtr mine = round.host_path || !round.error.empty() ? nullptr : round.outputs[rank];
   std::string error = round.error;
   bool mismatch = round.mismatch;
   if (++round.collected == size_) rounds_.erase(sequence);

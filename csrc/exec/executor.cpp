@@ -439,13 +439,7 @@ runtime::BufferPtr dense_buffer(const TensorView& view) {
   dense->device = s.device;
   dense->nbytes = count * itemsize(view.dtype);
   dense->dtype = view.dtype;
-  TensorView target{dense, view.dtype, {view.layout.sizes, {}, 0}};
-  int64_t stride = 1;
-  target.layout.strides.resize(view.layout.sizes.size());
-  for (size_t i = view.layout.sizes.size(); i-- > 0;) {
-    target.layout.strides[i] = stride;
-    stride *= view.layout.sizes[i];
-  }
+  TensorView target{dense, view.dtype, lowering::dense_layout(view.layout.sizes)};
   copy_view(view, target);
   materialize(*dense);
   return dense->buffer;

@@ -545,11 +545,12 @@ Value divide(Context& ctx, const std::string& rounding_mode) {
   ElementwiseResult r = result_of(ctx);
   Builder& b = ctx.b;
   if (r.dtype == DType::Bool) throw Unsupported("division with a bool result");
-  Value x = arg_as(ctx, 0, r), y = arg_as(ctx, 1, r);
+  // True division reads a number operand unrounded; the rounding modes round it first.
+  bool true_division = rounding_mode.empty();
+  Value x = true_division ? binary_operand_as(ctx, 0, r) : arg_as(ctx, 0, r);
+  Value y = true_division ? binary_operand_as(ctx, 1, r) : arg_as(ctx, 1, r);
   Value q;
-  if (rounding_mode.empty()) {
-    x = binary_operand_as(ctx, 0, r);
-    y = binary_operand_as(ctx, 1, r);
+  if (true_division) {
     if (!is_floating(r.dtype)) throw Unsupported("true division with an integer result");
     q = b.div(x, y);
   } else if (rounding_mode == "trunc") {

@@ -134,6 +134,16 @@ bool is_contiguous(const ViewLayout& layout) {
   return true;
 }
 
+ViewLayout dense_layout(const Dims& sizes, int64_t offset) {
+  ViewLayout layout{sizes, Dims(sizes.size()), offset};
+  int64_t stride = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    layout.strides[i] = stride;
+    stride *= sizes[i];
+  }
+  return layout;
+}
+
 Value read_view(Builder& b, Value base, const ViewLayout& layout) {
   TensorType view_type{b.dtype(base), layout.sizes};
   if (numel(layout.sizes) == 0) return b.zeros(view_type);

@@ -17,6 +17,8 @@ struct ViewLayout {
 };
 
 bool is_contiguous(const ViewLayout& layout);
+// A dense row-major layout of `sizes` starting at element `offset`.
+ViewLayout dense_layout(const Dims& sizes, int64_t offset = 0);
 
 // The view's logical value (shape `sizes`) from a 1-D `base`.
 hlo::Value read_view(hlo::Builder& b, hlo::Value base, const ViewLayout& layout);

@@ -370,9 +370,7 @@ BufferPtr Client::copy_to_device(const Buffer& buffer, int device) {
   return std::make_shared<Buffer>(args.dst_buffer, device, buffer.type());
 }
 
-namespace {
-ExecutablePtr compile_with(const Client& client, PJRT_Client* raw, const std::string& mlir_text,
-                           const std::string& options) {
+ExecutablePtr Client::compile_with(const std::string& mlir_text, const std::string& options) {
   auto program = make_args<PJRT_Program>();
   program.code = const_cast<char*>(mlir_text.data());
   program.code_size = mlir_text.size();
@@ -380,24 +378,21 @@ ExecutablePtr compile_with(const Client& client, PJRT_Client* raw, const std::st
   program.format = kFormat;
   program.format_size = sizeof(kFormat) - 1;
   auto args = make_args<PJRT_Client_Compile_Args>();
-  args.client = raw;
+  args.client = client_;
   args.program = &program;
   args.compile_options = options.data();
   args.compile_options_size = options.size();
-  client.check(client.api()->PJRT_Client_Compile(&args), "XLA compilation");
+  check(api_->PJRT_Client_Compile(&args), "XLA compilation");
   return std::make_shared<Executable>(args.executable);
 }
-}  // namespace
 
-ExecutablePtr Client::compile(const std::string& mlir_text) {
-  return compile_with(*this, client_, mlir_text, compile_options_);
-}
+ExecutablePtr Client::compile(const std::string& mlir_text) { return compile_with(mlir_text, compile_options_); }
 
 ExecutablePtr Client::compile_replicated(const std::string& mlir_text, const std::vector<int>& devices) {
   CompileOptions options;
   options.num_replicas = static_cast<int64_t>(devices.size());
   for (int d : devices) options.replica_devices.push_back(device_id(d));
-  return compile_with(*this, client_, mlir_text, encode_compile_options(options));
+  return compile_with(mlir_text, encode_compile_options(options));
 }
 
 ExecutablePtr Client::deserialize(const std::string& bytes) {

@@ -154,6 +154,7 @@ class Client {
   Client() = default;
   void load();
   PJRT_DeviceDescription* description(int device) const;
+  ExecutablePtr compile_with(const std::string& mlir_text, const std::string& serialized_options);
 
   const PJRT_Api* api_ = nullptr;
   PJRT_Client* client_ = nullptr;
