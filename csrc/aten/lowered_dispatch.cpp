@@ -492,20 +492,23 @@ class CallBuilder {
 // costs far more than running the op, and their answer only depends on what the key records.
 class MetaCache {
  public:
-  const std::vector<ResultShape>* find(const std::string& key) {
+  // Entries are shared, not referenced: another thread's insert may rehash or clear the map.
+  using Shapes = std::shared_ptr<const std::vector<ResultShape>>;
+  Shapes find(const std::string& key) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = shapes_.find(key);
-    return it == shapes_.end() ? nullptr : &it->second;
+    return it == shapes_.end() ? nullptr : it->second;
   }
-  const std::vector<ResultShape>* insert(const std::string& key, std::vector<ResultShape> shapes) {
+  Shapes insert(const std::string& key, std::vector<ResultShape> shapes) {
+    auto entry = std::make_shared<const std::vector<ResultShape>>(std::move(shapes));
     std::lock_guard<std::mutex> lock(mutex_);
     if (shapes_.size() > 65536) shapes_.clear();
-    return &(shapes_[key] = std::move(shapes));
+    return shapes_[key] = entry;
   }
 
  private:
   std::mutex mutex_;
-  std::unordered_map<std::string, std::vector<ResultShape>> shapes_;
+  std::unordered_map<std::string, Shapes> shapes_;
 };
 
 MetaCache& meta_cache() {
@@ -601,7 +604,7 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     return false;
   }
   check_like_cpu_kernels(builder.call());
-  const std::vector<ResultShape>* shapes = meta_cache().find(builder.meta_key());
+  MetaCache::Shapes shapes = meta_cache().find(builder.meta_key());
   if (!shapes) {
     auto computed = run_meta(op, builder);
     if (!computed) return false;
