@@ -1,6 +1,6 @@
 #include "exec/program_builder.h"
 
-#include <cstdlib>
+#include "runtime/runtime.h"
 
 namespace tpu::exec {
 
@@ -124,7 +124,9 @@ cache::Program ProgramBuilder::finish(const std::function<bool(const Storage&)>&
     program.output_types.push_back(b_.type(value_[s]));
   }
   program.parameters = parameters_;
-  text_ = b_.module_text(outputs);
+  // A storage's buffer may come back in its value's own shape where the plugin allows: XLA:CPU
+  // would otherwise compute a value once for the flat result and again for each later reader.
+  text_ = b_.module_text(runtime::Client::get().buffers_reshape_freely() ? b_.unreshaped(outputs) : outputs);
   if (inject_failure_) text_ += "this is not StableHLO\n";
   return program;
 }

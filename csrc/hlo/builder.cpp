@@ -473,6 +473,17 @@ void Builder::print_block(std::string& out, const Block& block, int indent) cons
   for (const auto& operation : block.ops) print_op(out, operation, indent);
 }
 
+std::vector<Value> Builder::unreshaped(const std::vector<Value>& results) const {
+  std::vector<int32_t> source(types_.size(), -1);  // value id -> the value it reshapes
+  for (const Operation& operation : blocks_[0].ops) {
+    if (operation.name == "stablehlo.reshape") source[operation.results[0].id] = operation.operands[0].id;
+  }
+  std::vector<Value> out;
+  out.reserve(results.size());
+  for (Value v : results) out.push_back(source[v.id] >= 0 ? Value{source[v.id]} : v);
+  return out;
+}
+
 std::string Builder::module_text(const std::vector<Value>& results, int64_t num_replicas) const {
   std::string out = "module @torch_tpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = " +
                     std::to_string(num_replicas) + " : i32} {\n  func.func public @main(";

@@ -112,6 +112,12 @@ class Builder {
   // The whole module, with `results` returned from @main in order; `num_replicas` > 1 for a
   // program whose replicas run together (collectives).
   std::string module_text(const std::vector<Value>& results, int64_t num_replicas = 1) const;
+  // Each of `results` that is a reshape of another value of @main replaced by that value. A
+  // caller that reads a result as bytes can return it in any shape with the same elements, and
+  // should: XLA fuses a producer into each consumer it can, so a value that is both returned
+  // through a reshape and read by later ops (a saved activation that also feeds a product) would
+  // be computed once per consumer; the return itself takes no fusion.
+  std::vector<Value> unreshaped(const std::vector<Value>& results) const;
 
   int64_t num_ops() const;
 

@@ -109,6 +109,10 @@ class Client {
   const std::string& platform() const { return platform_; }
   const std::string& platform_version() const { return platform_version_; }
   const std::string& plugin_path() const { return plugin_path_; }
+  // Whether a buffer is plain row-major memory that a program may take as a parameter of any
+  // shape with its element type and count. True on the CPU plugin, which checks only byte sizes;
+  // TPU buffers are tiled by shape, so there a storage's buffer keeps its one flat shape.
+  bool buffers_reshape_freely() const { return platform_ == "cpu"; }
   std::string device_kind(int device) const;
   // PJRT's global id of a local device: what a device assignment names.
   int64_t device_id(int device) const;

@@ -78,6 +78,18 @@ TEST(shape_helpers_skip_identities) {
   EXPECT((b.dims(s) == Dims{2, 3}));
 }
 
+TEST(unreshaped_results_are_the_reshaped_values) {
+  hlo::Builder b;
+  auto x = b.parameter({DType::F32, {6}});
+  auto square = b.transpose(b.reshape(x, {2, 3}), {1, 0});
+  auto flat = b.reshape(square, {6});
+  auto doubled = b.add(x, x);
+  auto results = b.unreshaped({flat, doubled, x});
+  EXPECT(results[0].id == square.id);
+  EXPECT(results[1].id == doubled.id);
+  EXPECT(results[2].id == x.id);
+}
+
 TEST(builder_rejects_bad_shapes) {
   hlo::Builder b;
   auto x = b.parameter({DType::F32, {4}});
@@ -184,6 +196,28 @@ TEST(runtime_compiles_and_runs_on_every_device) {
     client.to_host(*moved, again);
     EXPECT(again[2] == 9);
   }
+}
+
+TEST(a_result_in_its_own_shape_serves_as_a_flat_parameter) {
+  if (g_plugin.empty()) return;
+  auto& client = runtime::Client::get();
+  if (!client.buffers_reshape_freely()) return;
+  hlo::Builder first;
+  auto x = first.parameter({DType::F32, {6}});
+  auto transposed = first.transpose(first.reshape(x, {2, 3}), {1, 0});
+  auto produce = client.compile(first.module_text(first.unreshaped({first.reshape(transposed, {6})})));
+  hlo::Builder second;
+  auto flat = second.parameter({DType::F32, {6}});
+  auto consume = client.compile(second.module_text({second.add(flat, flat)}));
+  float host[6] = {0, 1, 2, 3, 4, 5};
+  auto in = client.from_host(host, {DType::F32, {6}}, 0);
+  auto produced = client.execute(*produce, 0, {in.get()}, {{DType::F32, {6}}});
+  auto consumed = client.execute(*consume, 0, {produced.outputs[0].get()}, {{DType::F32, {6}}});
+  client.wait(consumed.done);
+  float out[6];
+  client.to_host(*consumed.outputs[0], out);
+  const float expected[6] = {0, 6, 2, 8, 4, 10};  // [[0,1,2],[3,4,5]] transposed, row-major, doubled
+  for (int i = 0; i < 6; ++i) EXPECT(out[i] == expected[i]);
 }
 
 TEST(runtime_reports_compile_errors_with_pjrt_message) {
