@@ -41,12 +41,11 @@ import argparse
 import json
 import os
 import re
-import selectors
-import subprocess
 import sys
 import time
 
-RESULT = "@@model_zoo@@ "
+from torch_tpu.tools import worker_pool
+
 MODES = ("strict", "defer_and_fuse", "compiled")
 FAMILIES = ("decoder-only", "encoder-only", "encoder-decoder", "vision", "audio",
             "mixture-of-experts", "state-space", "multimodal")
@@ -852,43 +851,20 @@ def _worker():
     import torch_tpu  # noqa: F401
 
     _quiet_transformers()
-    print(RESULT + json.dumps({"ready": True}), flush=True)
-    for line in sys.stdin:
-        line = line.strip()
-        if not line:
-            continue
-        job = json.loads(line)
+    worker_pool.announce_ready()
+    for job in worker_pool.jobs():
         try:
             record = run_arch(job["arch"], job["modes"])
         except BaseException as error:  # noqa: BLE001
             record = {"arch": job["arch"], "status": "attempted", "family": _family_of(job["arch"]),
                       "modes": {m: _crash(f"worker: {_first_line(error)}") for m in job["modes"]},
                       "seconds": 0.0}
-        print(RESULT + json.dumps(record, default=str), flush=True)
+        worker_pool.answer(record)
 
 
 def _crash(reason):
     return {"forward": "fail", "train": "fail", "error": reason, "op": failing_op(reason),
             "fallbacks": {}, "compiles": 0, "seconds": 0.0, "native": False}
-
-
-class _Worker:
-    def __init__(self, log):
-        cmd = [sys.executable, "-m", "torch_tpu.tools.model_zoo", "--worker"]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=log, text=True, bufsize=1)
-        self.job = None
-        self.started = None
-
-    def send(self, job):
-        self.job, self.started = job, time.monotonic()
-        self.proc.stdin.write(json.dumps(job) + "\n")
-        self.proc.stdin.flush()
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
 
 
 def _bar(done, total, width=30):
@@ -933,18 +909,10 @@ def run(archs, modes=MODES, out_dir="model_zoo", jobs=1, timeout=600.0, resume=T
         if arch not in records and arch not in todo:
             records[arch] = old
     log = open(os.path.join(out_dir, "model_zoo_workers.log"), "a")
-    selector = selectors.DefaultSelector()
-    workers = []
     start = time.monotonic()
-    pending = list(reversed(todo))
     done = len(archs) - len(todo)
 
-    def spawn():
-        w = _Worker(log)
-        workers.append(w)
-        selector.register(w.proc.stdout, selectors.EVENT_READ, w)
-
-    def finish(w, record):
+    def finish(job, record):
         nonlocal done
         old = records.get(record["arch"]) or previous.get(record["arch"])
         if old and old.get("modes") and record["status"] == "attempted":
@@ -957,50 +925,16 @@ def run(archs, modes=MODES, out_dir="model_zoo", jobs=1, timeout=600.0, resume=T
             print(f"[{_bar(done, len(archs))}] {done}/{len(archs)} "
                   f"{time.monotonic() - start:.0f}s {record['arch']}: {_summary(record, modes)}",
                   file=progress, flush=True)
-        w.job = None
 
-    def retire(w, reason):
-        if w.job is not None:
-            finish(w, {"arch": w.job["arch"], "status": "attempted",
-                       "family": _family_of(w.job["arch"]),
-                       "modes": {m: _crash(reason) for m in modes},
-                       "seconds": round(time.monotonic() - w.started, 1)})
-        selector.unregister(w.proc.stdout)
-        w.close()
-        workers.remove(w)
-        if pending:
-            spawn()
-
-    def feed(w):
-        if pending:
-            w.send({"arch": pending.pop(), "modes": list(modes)})
-        else:
-            selector.unregister(w.proc.stdout)
-            w.proc.stdin.close()
-            w.close()
-            workers.remove(w)
+    def crashed(job, reason, seconds):
+        finish(job, {"arch": job["arch"], "status": "attempted", "family": _family_of(job["arch"]),
+                     "modes": {m: _crash(reason) for m in modes}, "seconds": round(seconds, 1)})
 
     if progress and todo != list(archs):
         print(f"resuming: {done} of {len(archs)} already in {path}", file=progress, flush=True)
-    for _ in range(min(jobs, len(todo))):
-        spawn()
-    while workers:
-        for key, _ in selector.select(timeout=1.0):
-            w = key.data
-            line = w.proc.stdout.readline()
-            if not line:
-                retire(w, f"worker died (exit {w.proc.poll()})")
-                continue
-            if not line.startswith(RESULT):
-                continue
-            msg = json.loads(line[len(RESULT):])
-            if not msg.get("ready"):
-                finish(w, msg)
-            feed(w)
-        now = time.monotonic()
-        for w in list(workers):
-            if w.job is not None and now - w.started > timeout:
-                retire(w, f"timeout after {timeout:.0f}s")
+    worker_pool.run([sys.executable, "-m", "torch_tpu.tools.model_zoo", "--worker"],
+                    [{"arch": arch, "modes": list(modes)} for arch in todo], jobs, timeout, log, finish,
+                    crashed)
     ordered = _ordered(records, archs)
     write_results(out_dir, ordered, modes, meta)
     return ordered, totals(ordered, modes)

@@ -23,12 +23,10 @@ to stderr and, on the last line of stdout, JSON with the totals:
 import argparse
 import json
 import os
-import selectors
-import subprocess
 import sys
 import time
 
-RESULT = "@@op_coverage@@ "
+from torch_tpu.tools import worker_pool
 
 
 def _worker(args):
@@ -40,11 +38,8 @@ def _worker(args):
     torch_tpu.set_fallback_warnings(False)
     ops = {runner.op_key(op): op for op in runner.load_ops()[0]}
     dtypes = [getattr(torch, d) for d in args.dtypes.split(",")]
-    print(RESULT + json.dumps({"ready": True}), flush=True)
-    for line in sys.stdin:
-        key = line.strip()
-        if not key:
-            continue
+    worker_pool.announce_ready()
+    for key in worker_pool.jobs():
         op = ops[key]
         start = time.monotonic()
         record = {"op": key, "forward": {}, "backward": None, "backward_by_dtype": {}}
@@ -66,7 +61,7 @@ def _worker(args):
             except Exception as error:  # noqa: BLE001
                 record["sync_error"] = str(error).splitlines()[0][:200]
         record["seconds"] = runner.elapsed(start)
-        print(RESULT + json.dumps(record), flush=True)
+        worker_pool.answer(record)
 
 
 def _name(dtype):
@@ -76,32 +71,6 @@ def _name(dtype):
 def _summary(outcome):
     return {"total": outcome.total, "passed": outcome.passed, "skipped": outcome.skipped,
             "failures": sorted(set(outcome.failures))[:3], "fallbacks": outcome.fallbacks}
-
-
-class Worker:
-    def __init__(self, args, log):
-        cmd = [sys.executable, "-m", "torch_tpu.tools.op_coverage", "--worker",
-               "--mode", args.mode, "--dtypes", args.dtypes]
-        if args.max_samples is not None:
-            cmd += ["--max-samples", str(args.max_samples)]
-        if args.no_backward:
-            cmd.append("--no-backward")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=log, text=True, bufsize=1)
-        self.op = None
-        self.started = None
-        self.ready = False
-        self.buffer = ""
-
-    def send(self, key):
-        self.op, self.started = key, time.monotonic()
-        self.proc.stdin.write(key + "\n")
-        self.proc.stdin.flush()
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
 
 
 def _dtype_cell(record):
@@ -251,70 +220,26 @@ def _run(args):
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, "op_coverage_workers.log"), "w")
 
-    pending = list(reversed(keys))
     records = {}
-    workers = []
-    selector = selectors.DefaultSelector()
     start = time.monotonic()
 
-    def spawn():
-        w = Worker(args, log)
-        workers.append(w)
-        selector.register(w.proc.stdout, selectors.EVENT_READ, w)
-
-    def retire(w, crash):
-        if w.op is not None:
-            records[w.op] = {"op": w.op, "forward": {}, "backward": None, "crash": crash,
-                             "seconds": round(time.monotonic() - w.started, 1)}
-            report(records[w.op])
-        selector.unregister(w.proc.stdout)
-        w.kill()
-        workers.remove(w)
-        if pending:
-            spawn()
-
     def report(record):
+        records[record["op"]] = record
         _classify(record)
-        done = len(records)
         status = "native" if record["native"] else "pass" if record["pass"] else "FAIL"
-        print(f"[{done}/{len(keys)} {time.monotonic() - start:.0f}s] {record['op']}: {status} "
+        print(f"[{len(records)}/{len(keys)} {time.monotonic() - start:.0f}s] {record['op']}: {status} "
               f"({record['seconds']}s) {_cause(record)[:100]}", file=sys.stderr, flush=True)
 
-    def feed(w):
-        if pending:
-            w.send(pending.pop())
-        else:
-            w.op = None
+    def crashed(key, reason, seconds):
+        report({"op": key, "forward": {}, "backward": None, "crash": reason, "seconds": round(seconds, 1)})
 
-    for _ in range(min(args.jobs, len(keys))):
-        spawn()
-    while workers:
-        events = selector.select(timeout=1.0)
-        for sel_key, _ in events:
-            w = sel_key.data
-            line = w.proc.stdout.readline()
-            if not line:
-                retire(w, f"worker died (exit {w.proc.poll()})")
-                continue
-            if not line.startswith(RESULT):
-                continue
-            msg = json.loads(line[len(RESULT):])
-            if msg.get("ready"):
-                w.ready = True
-                feed(w)
-            else:
-                records[msg["op"]] = msg
-                report(msg)
-                feed(w)
-            if w.op is None and w in workers:
-                selector.unregister(w.proc.stdout)
-                w.proc.stdin.close()
-                w.kill()
-                workers.remove(w)
-        now = time.monotonic()
-        for w in list(workers):
-            if w.op is not None and now - w.started > args.timeout:
-                retire(w, f"timeout after {args.timeout}s")
+    worker = [sys.executable, "-m", "torch_tpu.tools.op_coverage", "--worker", "--mode", args.mode,
+              "--dtypes", args.dtypes]
+    if args.max_samples is not None:
+        worker += ["--max-samples", str(args.max_samples)]
+    if args.no_backward:
+        worker.append("--no-backward")
+    worker_pool.run(worker, keys, args.jobs, args.timeout, log, lambda key, record: report(record), crashed)
 
     ordered = [records[k] for k in keys if k in records]
     _write(args, ordered, excluded, {"mode": args.mode, "seconds": round(time.monotonic() - start, 1)})

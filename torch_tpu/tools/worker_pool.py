@@ -1,0 +1,119 @@
+"""Runs jobs in a pool of worker subprocesses, one job per worker at a time.
+
+The operator-coverage and model-zoo sweeps run each op or model in a worker process, so that a
+crash, a hang or state left behind by one cannot stop or skew the others. A worker calls
+`announce_ready()` once it has imported what it needs, then answers each job from `jobs()` with
+`answer(record)`. `run` hands the jobs out, replaces a worker that dies or runs past the time
+limit, and reports every job's outcome through its callbacks.
+"""
+import json
+import selectors
+import subprocess
+import sys
+import time
+
+# Marks the pool's lines on a worker's stdout; anything else a job prints there is ignored.
+_PREFIX = "@@torch_tpu_worker@@ "
+
+
+def announce_ready():
+    print(_PREFIX + json.dumps({"ready": True}), flush=True)
+
+
+def answer(record):
+    print(_PREFIX + json.dumps(record, default=str), flush=True)
+
+
+def jobs():
+    """The jobs the parent sends, as it sends them."""
+    for line in sys.stdin:
+        line = line.strip()
+        if line:
+            yield json.loads(line)
+
+
+class _Worker:
+    def __init__(self, command, log):
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=log, text=True, bufsize=1)
+        self.job = None
+        self.started = None
+
+    def send(self, job):
+        self.job, self.started = job, time.monotonic()
+        self.proc.stdin.write(json.dumps(job) + "\n")
+        self.proc.stdin.flush()
+
+    def stop(self):
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass  # the worker is gone; its end of the pipe with it
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def _exit_code(proc):
+    """The exit status of a worker whose stdout just closed, once it has finished exiting."""
+    try:
+        return proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def run(command, job_list, parallel, timeout, log, on_answer, on_failure):
+    """Runs each of `job_list` (JSON values) in one of up to `parallel` workers started with the
+    argv `command`, in order. Calls on_answer(job, record) with each worker's answer, and
+    on_failure(job, reason, seconds) for a job whose worker died or ran past `timeout` seconds;
+    that worker is replaced. A worker that dies before its first job is not replaced (whatever
+    stops it would stop the next one too); jobs no worker is left to run fail with that reason.
+    Workers' stderr goes to the file `log`."""
+    pending = list(reversed(job_list))
+    selector = selectors.DefaultSelector()
+    workers = []
+
+    def spawn():
+        worker = _Worker(command, log)
+        workers.append(worker)
+        selector.register(worker.proc.stdout, selectors.EVENT_READ, worker)
+
+    def stop(worker):
+        selector.unregister(worker.proc.stdout)
+        worker.stop()
+        workers.remove(worker)
+
+    def fail(worker, reason):
+        job = worker.job
+        stop(worker)
+        if job is None:
+            return
+        on_failure(job, reason, time.monotonic() - worker.started)
+        if pending:
+            spawn()
+
+    for _ in range(min(parallel, len(pending))):
+        spawn()
+    while workers:
+        for key, _ in selector.select(timeout=1.0):
+            worker = key.data
+            line = worker.proc.stdout.readline()
+            if not line:
+                fail(worker, f"worker died (exit {_exit_code(worker.proc)})")
+                continue
+            if not line.startswith(_PREFIX):
+                continue
+            message = json.loads(line[len(_PREFIX):])
+            if not message.get("ready"):
+                job, worker.job = worker.job, None
+                on_answer(job, message)
+            if pending:
+                worker.send(pending.pop())
+            else:
+                stop(worker)
+        now = time.monotonic()
+        for worker in list(workers):
+            if worker.job is not None and now - worker.started > timeout:
+                fail(worker, f"timeout after {timeout:.0f}s")
+    while pending:
+        on_failure(pending.pop(), "no worker could start (its error is in the workers' log)", 0.0)
