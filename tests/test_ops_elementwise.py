@@ -217,6 +217,22 @@ def test_div_rounding_modes(mode, no_fallback, rounding_mode):
         assert_same_as_cpu(divide, SPECIAL, SPECIAL_OTHER)
 
 
+@pytest.mark.parametrize("rounding_mode", ["trunc", "floor"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_rounded_division_by_one_element_matches_exactly(mode, no_fallback, rounding_mode, dtype):
+    # CPU divides f16 / bf16 by a number or a one-element tensor in f32, reading the number
+    # unrounded, and rounds once; by a full tensor it rounds at each step. Quotients are integers
+    # here, so anything but equality is a wrong answer.
+    x = uniform((4096,), -300, 300, dtype, seed=3)
+    divisors = [0.3, -0.7, torch.tensor(0.3, dtype=dtype), torch.full((1,), 0.3, dtype=dtype),
+                uniform((4096,), 0.1, 0.5, dtype, seed=4)]
+    for divisor in divisors:
+        expected = torch.div(x, divisor, rounding_mode=rounding_mode)
+        on_tpu = divisor.to("tpu") if isinstance(divisor, torch.Tensor) else divisor
+        actual = torch.div(x.to("tpu"), on_tpu, rounding_mode=rounding_mode).cpu()
+        assert torch.equal(actual, expected), f"{int((actual != expected).sum())} quotients differ"
+
+
 def test_remainder_with_number_first(mode, no_fallback):
     assert_same_as_cpu(lambda t: torch.remainder(7, t), nonzero(integers((8,), -5, 5)))
     assert_same_as_cpu(lambda t: torch.remainder(5.5, t), uniform((8,), -3, 3))

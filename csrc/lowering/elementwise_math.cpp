@@ -545,21 +545,38 @@ Value divide(Context& ctx, const std::string& rounding_mode) {
   ElementwiseResult r = result_of(ctx);
   Builder& b = ctx.b;
   if (r.dtype == DType::Bool) throw Unsupported("division with a bool result");
-  // True division reads a number operand unrounded; the rounding modes round it first.
   bool true_division = rounding_mode.empty();
-  Value x = true_division ? binary_operand_as(ctx, 0, r) : arg_as(ctx, 0, r);
-  Value y = true_division ? binary_operand_as(ctx, 1, r) : arg_as(ctx, 1, r);
+  // An f16 / bf16 division by a single element (a number, or a one-element tensor) runs in f32 in
+  // PyTorch's CPU kernels, reading a number unrounded, and rounds once at the end; by any other
+  // divisor its rounding modes round at each step.
+  bool single_divisor = ctx.arg(1).kind == Arg::Kind::Number || numel(b.dims(ctx.tensor(1))) == 1;
+  bool widened = is_floating(r.dtype) && r.compute != r.dtype && single_divisor;
+  // True division reads a number operand unrounded; the rounding modes round it first, but for
+  // the widened division above.
+  bool number_unrounded = true_division || widened;
+  Value x = number_unrounded ? binary_operand_as(ctx, 0, r) : arg_as(ctx, 0, r);
+  Value y = number_unrounded ? binary_operand_as(ctx, 1, r) : arg_as(ctx, 1, r);
   Value q;
   if (true_division) {
     if (!is_floating(r.dtype)) throw Unsupported("true division with an integer result");
     q = b.div(x, y);
   } else if (rounding_mode == "trunc") {
-    // f16 / bf16: the quotient is rounded to the dtype before truncation, as in PyTorch.
-    q = is_floating(r.dtype) ? trunc_float(b, round_to_result(b, b.div(x, y), r)) : b.div(x, y);
+    if (!is_floating(r.dtype)) {
+      q = b.div(x, y);
+    } else {
+      // f16 / bf16 by a tensor: the quotient is rounded to the dtype before truncation.
+      Value quotient = b.div(x, y);
+      q = trunc_float(b, widened ? quotient : round_to_result(b, quotient, r));
+    }
   } else if (rounding_mode == "floor") {
-    // f16 / bf16: PyTorch runs each step of the floor division in the dtype itself.
-    q = is_floating(r.dtype) ? floor_divide_float(b, b.convert(x, r.dtype), b.convert(y, r.dtype))
-                             : floor_divide_int(b, x, y);
+    if (!is_floating(r.dtype)) {
+      q = floor_divide_int(b, x, y);
+    } else if (widened) {
+      q = floor_divide_float(b, x, y);
+    } else {
+      // f16 / bf16 by a tensor: each step of the floor division runs in the dtype itself.
+      q = floor_divide_float(b, b.convert(x, r.dtype), b.convert(y, r.dtype));
+    }
   } else {
     throw Unsupported("div with rounding_mode " + rounding_mode);
   }
