@@ -20,7 +20,7 @@ for job in pool.jobs():
         os._exit(7)
     if job == "hang":
         time.sleep(60)
-    print("noise that is not an answer", flush=True)
+    print("noise that is not an answer")  # unflushed: it reaches the pipe with the answer
     pool.answer({{"job": job, "pid": os.getpid()}})
 """
 

@@ -7,6 +7,7 @@ crash, a hang or state left behind by one cannot stop or skew the others. A work
 limit, and reports every job's outcome through its callbacks.
 """
 import json
+import os
 import selectors
 import subprocess
 import sys
@@ -38,6 +39,17 @@ class _Worker:
                                      stderr=log, text=True, bufsize=1)
         self.job = None
         self.started = None
+        self._partial = b""
+
+    def lines(self):
+        """The complete lines the worker has written since the last call, or None at its end of
+        file. Reads the pipe directly: a buffered readline could hold a second line where the
+        selector no longer sees it."""
+        data = os.read(self.proc.stdout.fileno(), 1 << 16)
+        if not data:
+            return None
+        *complete, self._partial = (self._partial + data).split(b"\n")
+        return [line.decode(errors="replace") for line in complete]
 
     def send(self, job):
         self.job, self.started = job, time.monotonic()
@@ -97,20 +109,22 @@ def run(command, job_list, parallel, timeout, log, on_answer, on_failure):
     while workers:
         for key, _ in selector.select(timeout=1.0):
             worker = key.data
-            line = worker.proc.stdout.readline()
-            if not line:
+            lines = worker.lines()
+            if lines is None:
                 fail(worker, f"worker died (exit {_exit_code(worker.proc)})")
                 continue
-            if not line.startswith(_PREFIX):
-                continue
-            message = json.loads(line[len(_PREFIX):])
-            if not message.get("ready"):
-                job, worker.job = worker.job, None
-                on_answer(job, message)
-            if pending:
-                worker.send(pending.pop())
-            else:
-                stop(worker)
+            for line in lines:
+                if not line.startswith(_PREFIX):
+                    continue
+                message = json.loads(line[len(_PREFIX):])
+                if not message.get("ready"):
+                    job, worker.job = worker.job, None
+                    on_answer(job, message)
+                if pending:
+                    worker.send(pending.pop())
+                else:
+                    stop(worker)
+                    break
         now = time.monotonic()
         for worker in list(workers):
             if worker.job is not None and now - worker.started > timeout:
