@@ -118,6 +118,29 @@ def test_var_std(mode, no_fallback, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_safe_softmax_zeroes_fully_masked_rows(mode, no_fallback, dtype):
+    # Attention's softmax (scaled_dot_product_attention's math path): a row that is all -inf gives
+    # 0, not NaN; a row with a NaN stays NaN.
+    safe_softmax = torch.ops.aten._safe_softmax
+    x = randn(4, 6, dtype=dtype, scale=3)
+    x[1] = -inf
+    x[2, :3] = -inf
+    x[3, 0], x[3, 1] = -inf, nan
+    tol = loose(dtype)
+    for dim in (0, 1):
+        same(safe_softmax, x, dim, **tol)
+    same(lambda t: safe_softmax(t, 1, torch.float32), x, **tol)
+    same(lambda t: safe_softmax(t, 1, torch.float16), torch.tensor([[-1e10, -1e10], [-inf, -inf]]))
+    finite = randn(3, 5, dtype=dtype)
+    finite[0] = -inf
+    same_grads(lambda t: safe_softmax(t, 1), finite, **tol)
+    mask = torch.ones(5, 5, dtype=torch.bool).tril()
+    mask[0] = False  # a query that may attend nowhere
+    q, k, v = (randn(2, 3, 5, 4, dtype=dtype) for _ in range(3))
+    same_grads(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.device)), q, k, v, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_softmax_logsumexp(mode, no_fallback, dtype):
     x = randn(3, 7, dtype=dtype, scale=3)
     tol = loose(dtype)

@@ -213,9 +213,19 @@ def _check_arguments(mode, options):
     return max_shapes
 
 
+def _decompositions():
+    """PyTorch's core ATen decompositions, less those of ops that have a lowering doing better
+    than the decomposition's ops would (fewer passes over the data)."""
+    from torch._decomp import core_aten_decompositions
+
+    table = core_aten_decompositions()
+    # Attention's softmax: the decomposition adds a compare, an `all` and a select to softmax.
+    table.pop(torch.ops.aten._safe_softmax.default, None)
+    return table
+
+
 def tpu_backend(graph_module, example_inputs, mode=None, options=None):
     """The Dynamo backend registered as "tpu"."""
-    from torch._decomp import core_aten_decompositions
     from torch._dynamo.backends.common import aot_autograd
 
     max_shapes = _check_arguments(mode, options)
@@ -224,7 +234,7 @@ def tpu_backend(graph_module, example_inputs, mode=None, options=None):
         fw_compiler=_make_compiler("forward", graph_id, max_shapes),
         bw_compiler=_make_compiler("backward", graph_id, max_shapes),
         inference_compiler=_make_compiler("inference", graph_id, max_shapes),
-        decompositions=core_aten_decompositions(),
+        decompositions=_decompositions(),
         # Input mutations (optimizer steps, BatchNorm's running stats) stay in the graph as
         # copy_ calls, so they fuse into its program instead of running after it.
         keep_inference_input_mutations=True,

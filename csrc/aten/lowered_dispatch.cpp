@@ -734,6 +734,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // CPU's and CUDA's kernels do.
   m.impl("native_layer_norm", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
   m.impl("native_group_norm", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+  // Attention's softmax (scaled_dot_product_attention's math path): its composite kernel is a
+  // softmax plus a compare, a reduction and a select; the lowering does it in one reduction.
+  m.impl("_safe_softmax", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
   // Its composite kernel calls the CPU/CUDA stub directly, which has no tpu entry (copy_ uses it
   // to resolve a conjugate view).
   m.impl("conj_physical_", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());

@@ -233,6 +233,7 @@ std::vector<Value> lower_logsumexp(Context& ctx) {
 
 // Softmax family: (self, dim, half_to_float); the result dtype comes from the meta function.
 struct SoftmaxParts {
+  Value max;      // max(x), broadcast back
   Value shifted;  // x - max(x)
   Value exps;     // exp(shifted)
   Value sum_exp;  // sum(exps), broadcast back
@@ -245,14 +246,33 @@ SoftmaxParts softmax_parts(Context& ctx) {
   Value input = at_least_1d(b, reduction_input(b, ctx.tensor(0), out));
   int64_t dim = wrap_dim(ctx.int_arg(1, -1), b.rank(input));
   Dims shape = b.dims(input);
-  Value shifted = b.sub(input, expand_back(b, extreme_over(b, input, {dim}, true), shape, {dim}));
+  Value max = expand_back(b, extreme_over(b, input, {dim}, true), shape, {dim});
+  Value shifted = b.sub(input, max);
   Value exps = b.unary("stablehlo.exponential", shifted);
-  return {shifted, exps, expand_back(b, sum_over(b, exps, {dim}), shape, {dim})};
+  return {max, shifted, exps, expand_back(b, sum_over(b, exps, {dim}), shape, {dim})};
 }
 
 std::vector<Value> lower_softmax(Context& ctx) {
   SoftmaxParts parts = softmax_parts(ctx);
   return {as_output(ctx, ctx.b.div(parts.exps, parts.sum_exp))};
+}
+
+// _safe_softmax(self, dim, dtype?), attention's softmax: 0 over a slice whose elements are all
+// -inf (a fully masked row), where softmax gives NaN. Exactly then is the slice's maximum -inf,
+// so one reduction serves both; a dtype= that narrows the input could turn finite elements into
+// -inf, and then the mask is taken from the input as given.
+std::vector<Value> lower_safe_softmax(Context& ctx) {
+  Builder& b = ctx.b;
+  SoftmaxParts parts = softmax_parts(ctx);
+  Value max = parts.max;
+  Value self = at_least_1d(b, ctx.tensor(0));
+  if (b.dtype(self) != ctx.outputs.at(0).dtype) {
+    int64_t dim = wrap_dim(ctx.int_arg(1, -1), b.rank(self));
+    max = expand_back(b, extreme_over(b, self, {dim}, true), b.dims(self), {dim});
+  }
+  Value masked = b.compare(max, b.full(lowest(b.dtype(max)), b.type(max)), "EQ");
+  Value probabilities = b.div(parts.exps, parts.sum_exp);
+  return {as_output(ctx, b.select(masked, b.zeros(b.type(probabilities)), probabilities))};
 }
 
 std::vector<Value> lower_log_softmax(Context& ctx) {
@@ -514,6 +534,7 @@ TPU_LOWERING("std_mean", lower_std_mean);
 TPU_LOWERING("logsumexp", lower_logsumexp);
 TPU_LOWERING("_softmax", lower_softmax);
 TPU_LOWERING("_log_softmax", lower_log_softmax);
+TPU_LOWERING("_safe_softmax", lower_safe_softmax);
 TPU_LOWERING("_softmax_backward_data", lower_softmax_backward);
 TPU_LOWERING("_log_softmax_backward_data", lower_log_softmax_backward);
 TPU_LOWERING("cumsum", lower_cumsum);
