@@ -131,6 +131,7 @@ def test_safe_softmax_zeroes_fully_masked_rows(mode, no_fallback, dtype):
         same(safe_softmax, x, dim, **tol)
     same(lambda t: safe_softmax(t, 1, torch.float32), x, **tol)
     same(lambda t: safe_softmax(t, 1, torch.float16), torch.tensor([[-1e10, -1e10], [-inf, -inf]]))
+    same(lambda t: safe_softmax(t, 0, torch.float32), torch.tensor([torch.iinfo(torch.int64).min] * 3))
     finite = randn(3, 5, dtype=dtype)
     finite[0] = -inf
     same_grads(lambda t: safe_softmax(t, 1), finite, **tol)

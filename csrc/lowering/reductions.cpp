@@ -264,14 +264,15 @@ std::vector<Value> lower_softmax(Context& ctx) {
 std::vector<Value> lower_safe_softmax(Context& ctx) {
   Builder& b = ctx.b;
   SoftmaxParts parts = softmax_parts(ctx);
-  Value max = parts.max;
+  Value probabilities = b.div(parts.exps, parts.sum_exp);
   Value self = at_least_1d(b, ctx.tensor(0));
+  if (!is_floating(b.dtype(self))) return {as_output(ctx, probabilities)};  // no element is -inf
+  Value max = parts.max;
   if (b.dtype(self) != ctx.outputs.at(0).dtype) {
     int64_t dim = wrap_dim(ctx.int_arg(1, -1), b.rank(self));
     max = expand_back(b, extreme_over(b, self, {dim}, true), b.dims(self), {dim});
   }
   Value masked = b.compare(max, b.full(lowest(b.dtype(max)), b.type(max)), "EQ");
-  Value probabilities = b.div(parts.exps, parts.sum_exp);
   return {as_output(ctx, b.select(masked, b.zeros(b.type(probabilities)), probabilities))};
 }
 
