@@ -553,9 +553,8 @@ Value divide(Context& ctx, const std::string& rounding_mode) {
   bool widened = is_floating(r.dtype) && r.compute != r.dtype && single_divisor;
   // True division reads a number operand unrounded; the rounding modes round it first, but for
   // the widened division above.
-  bool number_unrounded = true_division || widened;
-  Value x = number_unrounded ? binary_operand_as(ctx, 0, r) : arg_as(ctx, 0, r);
-  Value y = number_unrounded ? binary_operand_as(ctx, 1, r) : arg_as(ctx, 1, r);
+  auto operand = true_division || widened ? binary_operand_as : arg_as;
+  Value x = operand(ctx, 0, r), y = operand(ctx, 1, r);
   Value q;
   if (true_division) {
     if (!is_floating(r.dtype)) throw Unsupported("true division with an integer result");

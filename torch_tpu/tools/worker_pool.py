@@ -35,8 +35,8 @@ def jobs():
 
 class _Worker:
     def __init__(self, command, log):
-        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=log, text=True, bufsize=1)
+        # Binary pipes: stdout is read raw (lines()), and jobs are written as encoded lines.
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
         self.job = None
         self.started = None
         self._partial = b""
@@ -53,7 +53,7 @@ class _Worker:
 
     def send(self, job):
         self.job, self.started = job, time.monotonic()
-        self.proc.stdin.write(json.dumps(job) + "\n")
+        self.proc.stdin.write((json.dumps(job) + "\n").encode())
         self.proc.stdin.flush()
 
     def stop(self):
