@@ -60,7 +60,8 @@ bool valid_source(uint64_t value) {
 
 // A field added to Program that the entry does not store would come back empty from the disk:
 // this fails the build until encode_entry and decode_entry (and kCacheFormatVersion) follow.
-static_assert(sizeof(Program) == 4 * sizeof(std::vector<int>) + sizeof(runtime::ExecutablePtr),
+static_assert(sizeof(Program) == 4 * sizeof(std::vector<int>) + sizeof(runtime::ExecutablePtr) +
+                                    sizeof(std::shared_ptr<Program::QuickTier>),
               "Program changed: store the new field in the cache entry and bump kCacheFormatVersion");
 
 }  // namespace
@@ -83,6 +84,12 @@ std::string encode_entry(const std::string& full_key, const Program& program, co
   }
   put(payload, executable.size(), 8);
   payload += executable;
+  put(payload, program.quick ? 1 : 0, 1);
+  if (program.quick) {
+    put(payload, static_cast<uint64_t>(program.quick->elements_per_run), 8);
+    put(payload, program.quick->text.size(), 8);
+    payload += program.quick->text;
+  }
 
   std::string out(kMagic, sizeof kMagic);
   put(out, kCacheFormatVersion, 4);
@@ -147,6 +154,11 @@ std::string decode_entry(const std::string& bytes, const std::string& full_key, 
   }
   uint64_t executable_size = reader.take(8);
   std::string executable_bytes = reader.take_bytes(executable_size);
+  if (reader.take(1) == 1) {
+    decoded.quick = std::make_shared<Program::QuickTier>();
+    decoded.quick->elements_per_run = static_cast<int64_t>(reader.take(8));
+    decoded.quick->text = reader.take_bytes(reader.take(8));
+  }
   if (reader.overrun() || !reader.at_end()) return "corrupted (inconsistent sizes)";
   if (executable_bytes.empty()) return "corrupted (no executable)";
   program = std::move(decoded);

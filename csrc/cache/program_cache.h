@@ -35,6 +35,16 @@ struct Program {
   std::vector<TensorType> output_types;
   std::vector<int32_t> output_storages;  // which of the call's storages each output replaces
   std::vector<DType> output_dtypes;      // the element type each replaced storage gets
+  // Present while `executable` is a quick compile (Client::compile_quick): the program's text,
+  // kept so that it can be compiled again with full optimisation once its runs have cost more
+  // than that compile, and the elements one run produces, the measure of that cost.
+  struct QuickTier {
+    std::string text;
+    int64_t elements_per_run = 0;
+    std::atomic<int64_t> elements_run{0};
+    std::atomic<bool> upgrade_scheduled{false};
+  };
+  std::shared_ptr<QuickTier> quick;
 };
 using ProgramPtr = std::shared_ptr<const Program>;
 

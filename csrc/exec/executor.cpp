@@ -15,6 +15,7 @@
 
 #include "cache/disk_cache.h"
 #include "cache/program_cache.h"
+#include "exec/compiler.h"
 #include "exec/device_queue.h"
 #include "exec/program_builder.h"
 #include "exec/program_key.h"
@@ -33,7 +34,6 @@ std::atomic<SyncHook> g_sync_hook{nullptr};
 
 struct AtomicCounters {
   std::atomic<int64_t> ops{0}, hits{0}, misses{0}, executions{0}, flushes{0}, outputs{0}, replays{0};
-  std::atomic<int64_t> compile_us{0};
 } g_counters;
 
 // Everything below is guarded by g_mutex: the pending graph, the storages' executor fields.
@@ -79,15 +79,19 @@ std::string at_location(const std::string& location) {
   return location.empty() ? "" : " (at " + location + ")";
 }
 
-// Compiles a program built from `calls`; a failure names the op that broke it.
-runtime::ExecutablePtr compile(const std::string& text, const std::vector<OpCall>& calls, const StorageSet& storages) {
-  auto start = std::chrono::steady_clock::now();
+// Where a program's ops came from, for the slow-compile warning: how many, the first and last.
+std::string origin_of(const std::vector<OpCall>& calls) {
+  std::string text = std::to_string(calls.size()) + (calls.size() == 1 ? " op: " : " ops, from ") +
+                     describe(calls.front()) + at_location(calls.front().location);
+  if (calls.size() > 1) text += " to " + describe(calls.back()) + at_location(calls.back().location);
+  return text;
+}
+
+// Compiles `program` from `calls`; a failure names the op that broke it.
+void compile(cache::Program& program, const std::string& text, ProgramKind kind, const std::vector<OpCall>& calls,
+             const StorageSet& storages) {
   try {
-    auto executable = runtime::Client::get().compile(text);
-    g_counters.compile_us += std::chrono::duration_cast<std::chrono::microseconds>(
-                                 std::chrono::steady_clock::now() - start)
-                                 .count();
-    return executable;
+    compile_program(program, text, kind, [&] { return origin_of(calls); });
   } catch (const runtime::PjrtError& e) {
     // In a fused graph, find the op whose own program fails to name it and its line.
     const OpCall* culprit = &calls.back();
@@ -139,7 +143,8 @@ runtime::BufferPtr number_buffer(const RuntimeNumber& number, int device) {
 
 // Finds or builds the program for `calls` (whose storages are in `storages`, keyed by `key`).
 // Dead storages never become results.
-cache::ProgramPtr find_or_build(std::string& key, const std::vector<OpCall>& calls, const StorageSet& storages) {
+cache::ProgramPtr find_or_build(std::string& key, ProgramKind kind, const std::vector<OpCall>& calls,
+                                const StorageSet& storages) {
   auto keep = [](const Storage& s) { return s.alive.load(); };
   key.push_back('#');
   for (const Storage* s : storages.items()) key.push_back(s->alive ? '1' : '0');
@@ -148,13 +153,14 @@ cache::ProgramPtr find_or_build(std::string& key, const std::vector<OpCall>& cal
   cache::ProgramPtr program = cache.find(key);
   if (program) {
     ++g_counters.hits;
+    note_run(key, program);
     return program;
   }
   ++g_counters.misses;
   ProgramBuilder builder(storages);
   for (const OpCall& call : calls) builder.lower(call);
   auto built = std::make_shared<cache::Program>(builder.finish(keep));
-  built->executable = compile(builder.text(), calls, storages);
+  compile(*built, builder.text(), kind, calls, storages);
   cache.insert(key, built);
   return built;
 }
@@ -227,9 +233,9 @@ void execute(const cache::Program& program, const std::vector<Storage*>& storage
 
 std::string blame(const OpCall& call) { return describe(call) + at_location(call.location); }
 
-cache::ProgramPtr launch(std::string& key, const std::vector<OpCall>& calls, const StorageSet& storages, int device,
-                         bool wait) {
-  cache::ProgramPtr program = find_or_build(key, calls, storages);
+cache::ProgramPtr launch(std::string& key, ProgramKind kind, const std::vector<OpCall>& calls,
+                         const StorageSet& storages, int device, bool wait) {
+  cache::ProgramPtr program = find_or_build(key, kind, calls, storages);
   RuntimeArguments runtime(calls);
   execute(*program, storages.items(), runtime.numbers, runtime.rng_states, device, wait, blame(calls.back()));
   return program;
@@ -284,11 +290,12 @@ void flush_locked(const char* reason) {
   g_graph = PendingGraph{};
   int64_t misses = g_counters.misses;
   std::shared_ptr<Capture> capture;
+  ProgramKind kind = t_capture.active ? ProgramKind::CompiledGraph : ProgramKind::FusedGraph;
   if (t_capture.active && !t_capture.flushed_here) {
     t_capture.flushed_here = true;
     capture = make_capture(calls, *storages, device);
   }
-  cache::ProgramPtr program = launch(key, calls, *storages, device, /*wait=*/false);
+  cache::ProgramPtr program = launch(key, kind, calls, *storages, device, /*wait=*/false);
   if (g_counters.misses != misses && !site.empty()) warn_if_site_keeps_compiling(site);
   if (capture) {
     capture->program = program;
@@ -381,7 +388,7 @@ void run(OpCall call) {
     append_call_key(key, call, storages);
     std::vector<OpCall> calls;
     calls.push_back(std::move(call));
-    launch(key, calls, storages, calls.back().device, /*wait=*/mode == Mode::Debug);
+    launch(key, ProgramKind::PerOp, calls, storages, calls.back().device, /*wait=*/mode == Mode::Debug);
   } catch (const OpError& e) {
     std::string where = g_location ? g_location() : "";
     if (where.empty()) throw;
@@ -514,7 +521,8 @@ Counters counters() {
   c.ops = g_counters.ops;
   c.cache_hits = g_counters.hits;
   c.cache_misses = g_counters.misses;
-  c.compile_seconds = static_cast<double>(g_counters.compile_us.load()) / 1e6;
+  c.compile = compile_counters();
+  for (double seconds : c.compile.seconds) c.compile_seconds += seconds;
   c.executions = g_counters.executions;
   c.program_outputs = g_counters.outputs;
   c.flushes = g_counters.flushes;
@@ -528,7 +536,7 @@ void reset_counters() {
   g_counters.ops = 0;
   g_counters.hits = 0;
   g_counters.misses = 0;
-  g_counters.compile_us = 0;
+  reset_compile_counters();
   g_counters.executions = 0;
   g_counters.outputs = 0;
   g_counters.flushes = 0;

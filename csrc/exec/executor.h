@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/compiler.h"
 #include "lowering/registry.h"
 #include "lowering/view_access.h"
 #include "runtime/runtime.h"
@@ -168,6 +169,7 @@ struct Counters {
   int64_t program_outputs = 0;  // storages materialised by programs
   int64_t replays = 0;          // captured graphs run again without recording
   std::map<std::string, int64_t> flush_reasons;
+  CompileCounters compile;  // per kind of program (compiler.h)
 };
 Counters counters();
 void reset_counters();

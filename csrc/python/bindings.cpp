@@ -71,6 +71,17 @@ py::dict metrics() {
   d["flushes"] = c.flushes;
   d["program_outputs"] = c.program_outputs;
   d["flush_reasons"] = c.flush_reasons;
+  // Compile cost by kind of program: "compiles_per_op", "compile_seconds_fused_graph", ...
+  for (int k = 0; k < tpu::exec::kProgramKinds; ++k) {
+    std::string kind = tpu::exec::kind_name(static_cast<tpu::exec::ProgramKind>(k));
+    d[("compiles_" + kind).c_str()] = c.compile.compiles[k];
+    d[("compile_seconds_" + kind).c_str()] = c.compile.seconds[k];
+  }
+  d["quick_compiles"] = c.compile.quick_compiles;
+  d["per_op_compile_median_ms"] = c.compile.per_op_median_ms;
+  d["compile_upgrades"] = c.compile.upgrades;
+  d["compile_upgrade_seconds"] = c.compile.upgrade_seconds;
+  d["slow_compiles"] = c.compile.slow_compiles;
   return d;
 }
 
@@ -131,6 +142,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_swap_backward_mode", [](int mode) { return tpu::exec::swap_backward_mode(mode); });
   m.def("_get_mode", [] { return static_cast<int>(tpu::exec::current_mode()); });
   m.def("_metrics", &metrics);
+  m.def("_wait_for_compile_upgrades", [] {
+    py::gil_scoped_release release;
+    tpu::exec::wait_for_upgrades();
+  });
   m.def("_set_max_pending_ops", [](int64_t ops) { tpu::exec::set_max_pending_ops(ops); });
   m.def("_flush", [] {
     py::gil_scoped_release no_gil;

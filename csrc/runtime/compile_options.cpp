@@ -18,6 +18,18 @@ constexpr int kAssignmentComputationDevices = 3;
 constexpr int kComputationReplicaDeviceIds = 1;
 constexpr int kCompileBuildOptions = 3;
 constexpr int kCompilePortable = 4;
+constexpr int kCompileEnvOptionOverrides = 7;
+// A map entry (key = 1, value = 2) and xla.OptionOverrideProto's oneof.
+constexpr int kMapKey = 1;
+constexpr int kMapValue = 2;
+constexpr int kOverrideBool = 2;
+constexpr int kOverrideInt = 3;
+
+void append_bytes(std::string& out, int field, const std::string& bytes) {
+  append_tag(out, field, kLengthDelimited);
+  append_varint(out, bytes.size());
+  out += bytes;
+}
 }  // namespace
 
 void append_varint(std::string& out, uint64_t value) {
@@ -67,7 +79,21 @@ std::string encode_compile_options(const CompileOptions& options) {
     append_tag(out, kCompilePortable, kVarint);
     append_varint(out, 1);
   }
+  for (const OptionOverride& option : options.overrides) {
+    std::string value;
+    append_tag(value, option.kind == OptionOverride::Kind::Bool ? kOverrideBool : kOverrideInt, kVarint);
+    append_varint(value, static_cast<uint64_t>(option.value));
+    std::string entry;
+    append_bytes(entry, kMapKey, option.name);
+    append_bytes(entry, kMapValue, value);
+    append_bytes(out, kCompileEnvOptionOverrides, entry);
+  }
   return out;
+}
+
+std::vector<OptionOverride> quick_compile_overrides() {
+  return {{"xla_backend_optimization_level", OptionOverride::Kind::Int, 0},
+          {"xla_cpu_use_fusion_emitters", OptionOverride::Kind::Bool, 0}};
 }
 
 }  // namespace tpu::runtime

@@ -231,6 +231,9 @@ void Client::load() {
                     devices.addressable_devices + devices.num_addressable_devices);
     if (devices_.empty()) throw NoPluginError(candidate.path + ": the plugin reports no devices");
     compile_options_ = encode_compile_options(CompileOptions{});
+    CompileOptions quick;
+    quick.overrides = quick_compile_overrides();
+    quick_compile_options_ = encode_compile_options(quick);
     return;
   }
   throw NoPluginError(std::string(kInstallHint) + "\nTried:" + tried);
@@ -387,6 +390,19 @@ ExecutablePtr Client::compile_with(const std::string& mlir_text, const std::stri
 }
 
 ExecutablePtr Client::compile(const std::string& mlir_text) { return compile_with(mlir_text, compile_options_); }
+
+ExecutablePtr Client::compile_quick(const std::string& mlir_text) {
+  if (!quick_compiles_) return compile(mlir_text);
+  try {
+    return compile_with(mlir_text, quick_compile_options_);
+  } catch (const PjrtError&) {
+    // Either the plugin does not know the overrides or the program does not compile at all: the
+    // full compile tells which, and raises in the second case.
+    ExecutablePtr executable = compile(mlir_text);
+    quick_compiles_ = false;
+    return executable;
+  }
+}
 
 ExecutablePtr Client::compile_replicated(const std::string& mlir_text, const std::vector<int>& devices) {
   CompileOptions options;

@@ -4,6 +4,7 @@
 // code; a plugin that cannot be found or loaded becomes a NoPluginError saying how to get one.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -127,6 +128,10 @@ class Client {
   BufferPtr copy_to_device(const Buffer& buffer, int device);
 
   ExecutablePtr compile(const std::string& mlir_text);
+  // Compiled with quick_compile_overrides(): cheap to build, slower to run. A plugin that rejects
+  // the overrides gets the full compile, now and from then on (quick_compiles() turns false).
+  ExecutablePtr compile_quick(const std::string& mlir_text);
+  bool quick_compiles() const { return quick_compiles_; }
   ExecutablePtr deserialize(const std::string& bytes);
   // A program with one replica per device of `devices` (local indices, in replica order), for
   // collectives between them; not portable, so not part of the persistent cache.
@@ -167,6 +172,8 @@ class Client {
   std::string platform_version_;
   std::string plugin_path_;
   std::string compile_options_;
+  std::string quick_compile_options_;
+  std::atomic<bool> quick_compiles_{true};
 };
 
 }  // namespace tpu::runtime

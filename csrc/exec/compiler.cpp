@@ -1,0 +1,216 @@
+#include "exec/compiler.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "cache/disk_cache.h"
+
+namespace tpu::exec {
+
+namespace {
+
+// A per-op program producing more elements than this per run is compiled fully at once: at -O0
+// its elementwise loops run several times slower, and a few runs lose what the quick compile saved.
+constexpr int64_t kQuickElementsLimit = int64_t{1} << 16;
+// A quick program is compiled again once its runs have produced this many elements: at a few ns
+// lost per element, about the 20-40 ms a full compile of a small program costs.
+constexpr int64_t kUpgradeElements = int64_t{1} << 22;
+constexpr size_t kMedianWindow = 4096;
+
+double slow_compile_seconds() {
+  static const double seconds = [] {
+    const char* env = std::getenv("TORCH_TPU_SLOW_COMPILE_SECONDS");
+    double value = env ? std::atof(env) : 0;
+    return value > 0 ? value : 10.0;
+  }();
+  return seconds;
+}
+
+struct Stats {
+  std::mutex mutex;
+  CompileCounters counters;
+  std::deque<double> per_op_ms;  // recent per-op compile times, for the median
+  bool warned[kProgramKinds] = {};
+} g_stats;
+
+// The background thread that compiles quick programs again with full optimisation. Joined at
+// exit, so that no compile is still running inside the plugin while the process tears it down.
+class Upgrader {
+ public:
+  static Upgrader& get() {
+    static Upgrader* upgrader = [] {
+      auto* u = new Upgrader();
+      std::atexit([] { Upgrader::get().stop(); });
+      return u;
+    }();
+    return *upgrader;
+  }
+
+  void enqueue(std::string key, cache::ProgramPtr program) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return;
+    queue_.emplace_back(std::move(key), std::move(program));
+    if (!thread_.joinable()) thread_ = std::thread([this] { work(); });
+    ready_.notify_one();
+  }
+
+  void wait_idle() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  }
+
+ private:
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+      queue_.clear();
+      ready_.notify_all();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void work() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      auto [key, program] = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      upgrade(key, *program);
+      lock.lock();
+      busy_ = false;
+      if (queue_.empty()) idle_.notify_all();
+    }
+  }
+
+  static void upgrade(const std::string& key, const cache::Program& quick) {
+    auto start = std::chrono::steady_clock::now();
+    auto full = std::make_shared<cache::Program>();
+    try {
+      full->executable = runtime::Client::get().compile(quick.quick->text);
+    } catch (const std::exception&) {
+      return;  // the quick executable stays; it computes the same values
+    }
+    full->parameters = quick.parameters;
+    full->output_types = quick.output_types;
+    full->output_storages = quick.output_storages;
+    full->output_dtypes = quick.output_dtypes;
+    cache::ProgramCache::get().insert(key, full);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::lock_guard<std::mutex> lock(g_stats.mutex);
+    ++g_stats.counters.upgrades;
+    g_stats.counters.upgrade_seconds += seconds;
+  }
+
+  std::mutex mutex_;
+  std::condition_variable ready_, idle_;
+  std::deque<std::pair<std::string, cache::ProgramPtr>> queue_;
+  std::thread thread_;
+  bool busy_ = false;
+  bool stopping_ = false;
+};
+
+int64_t elements_per_run(const cache::Program& program) {
+  int64_t elements = 0;
+  for (const TensorType& type : program.output_types) elements += numel(type.dims);
+  return std::max<int64_t>(elements, 1);
+}
+
+}  // namespace
+
+const char* kind_name(ProgramKind kind) {
+  switch (kind) {
+    case ProgramKind::PerOp:
+      return "per_op";
+    case ProgramKind::FusedGraph:
+      return "fused_graph";
+    case ProgramKind::CompiledGraph:
+      return "compiled_graph";
+  }
+  return "unknown";
+}
+
+void compile_program(cache::Program& program, const std::string& text, ProgramKind kind,
+                     const std::function<std::string()>& origin) {
+  auto& client = runtime::Client::get();
+  int64_t elements = elements_per_run(program);
+  bool quick = kind == ProgramKind::PerOp && elements <= kQuickElementsLimit && client.quick_compiles();
+  auto start = std::chrono::steady_clock::now();
+  program.executable = quick ? client.compile_quick(text) : client.compile(text);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  quick = quick && client.quick_compiles();  // false when the plugin refused the quick options
+  if (quick) {
+    program.quick = std::make_shared<cache::Program::QuickTier>();
+    program.quick->text = text;
+    program.quick->elements_per_run = elements;
+  }
+  bool warn = false;
+  {
+    std::lock_guard<std::mutex> lock(g_stats.mutex);
+    int k = static_cast<int>(kind);
+    ++g_stats.counters.compiles[k];
+    g_stats.counters.seconds[k] += seconds;
+    if (quick) ++g_stats.counters.quick_compiles;
+    if (kind == ProgramKind::PerOp) {
+      g_stats.per_op_ms.push_back(seconds * 1e3);
+      if (g_stats.per_op_ms.size() > kMedianWindow) g_stats.per_op_ms.pop_front();
+    }
+    if (seconds > slow_compile_seconds()) {
+      ++g_stats.counters.slow_compiles;
+      warn = !g_stats.warned[k];
+      g_stats.warned[k] = true;
+    }
+  }
+  if (!warn) return;
+  static const char* advice[kProgramKinds] = {
+      "a per-op program should compile in milliseconds; report this op",
+      "a host read (.item(), .cpu()) or torch_tpu.synchronize() inside a long loop cuts the graph "
+      "where the loop repeats, and TORCH_TPU_FUSED_COMPILE_BUDGET_S bounds a graph's size by its "
+      "expected compile time",
+      "a smaller compiled region (torch.compile on a submodule or one layer) compiles faster, and "
+      "repeated layers then share one program"};
+  char seconds_text[32];
+  std::snprintf(seconds_text, sizeof seconds_text, "%.1f", seconds);
+  cache::warn(std::string("tpu: compiling a ") + kind_name(kind) + " program took " + seconds_text + " s (" +
+              origin() + "). What would help: " + advice[static_cast<int>(kind)] +
+              ". This warning is shown once per kind; torch_tpu.metrics() counts slow_compiles.");
+}
+
+void note_run(const std::string& key, const cache::ProgramPtr& program) {
+  cache::Program::QuickTier* quick = program->quick.get();
+  if (!quick) return;
+  int64_t run = quick->elements_run.fetch_add(quick->elements_per_run) + quick->elements_per_run;
+  if (run < kUpgradeElements || quick->upgrade_scheduled.exchange(true)) return;
+  Upgrader::get().enqueue(key, program);
+}
+
+void wait_for_upgrades() { Upgrader::get().wait_idle(); }
+
+CompileCounters compile_counters() {
+  std::lock_guard<std::mutex> lock(g_stats.mutex);
+  CompileCounters c = g_stats.counters;
+  if (!g_stats.per_op_ms.empty()) {
+    std::vector<double> sorted(g_stats.per_op_ms.begin(), g_stats.per_op_ms.end());
+    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+    c.per_op_median_ms = sorted[sorted.size() / 2];
+  }
+  return c;
+}
+
+void reset_compile_counters() {
+  std::lock_guard<std::mutex> lock(g_stats.mutex);
+  g_stats.counters = CompileCounters{};
+  g_stats.per_op_ms.clear();
+}
+
+}  // namespace tpu::exec
