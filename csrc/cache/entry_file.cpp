@@ -55,7 +55,7 @@ class Reader {
 
 bool valid_dtype(uint64_t value) { return value <= static_cast<uint64_t>(DType::C128); }
 bool valid_source(uint64_t value) {
-  return value <= static_cast<uint64_t>(Program::Parameter::Source::RngState);
+  return value <= static_cast<uint64_t>(Program::Parameter::Source::Offset);
 }
 
 // A field added to Program that the entry does not store would come back empty from the disk:

@@ -24,9 +24,10 @@ namespace tpu::cache {
 struct Program {
   // Where each parameter's buffer comes from, in order: a storage (its index in the program's
   // storage set), a runtime number (its index among all numbers of the recorded calls, in
-  // order), or the generator state of a random call (its index among the random calls).
+  // order), the generator state of a random call (its index among the random calls), or the
+  // offset of a view into its storage (its index among the offsets append_call_key listed).
   struct Parameter {
-    enum class Source : uint8_t { Storage, Number, RngState };
+    enum class Source : uint8_t { Storage, Number, RngState, Offset };
     Source source;
     int32_t index;
   };

@@ -207,6 +207,11 @@ CompileCounters compile_counters() {
   return c;
 }
 
+double compile_seconds(ProgramKind kind) {
+  std::lock_guard<std::mutex> lock(g_stats.mutex);
+  return g_stats.counters.seconds[static_cast<int>(kind)];
+}
+
 void reset_compile_counters() {
   std::lock_guard<std::mutex> lock(g_stats.mutex);
   g_stats.counters = CompileCounters{};

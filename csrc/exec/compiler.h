@@ -45,6 +45,7 @@ struct CompileCounters {
   int64_t slow_compiles = 0;           // compiles over the warning threshold
 };
 CompileCounters compile_counters();
+double compile_seconds(ProgramKind kind);  // cheap: what compile_counters().seconds[kind] holds
 void reset_compile_counters();
 
 }  // namespace tpu::exec

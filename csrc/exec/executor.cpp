@@ -1,5 +1,6 @@
 #include "exec/executor.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -46,7 +47,12 @@ struct PendingGraph {
   std::unique_ptr<StorageSet> storages;
   std::vector<OpCall> calls;
   std::string key;
+  std::vector<int64_t> offsets;  // the views' runtime offsets, as append_call_key lists them
   std::string last_location;
+  // Per call: its structure without storage positions (call_signature), and where its part of
+  // the key and of the offsets ends, so that the graph can be cut after any call.
+  std::vector<uint64_t> signatures;
+  std::vector<size_t> key_ends, offsets_ends;
 } g_graph;
 uint64_t g_next_graph_epoch = 1;
 std::map<std::string, int64_t> g_flush_reasons;
@@ -62,6 +68,42 @@ int64_t initial_max_pending() {
   return value > 0 ? value : 20000;
 }
 std::atomic<int64_t> g_max_pending{initial_max_pending()};
+
+// A fused graph is also bounded by its expected compile time: XLA's compile time grows faster
+// than linearly with a graph's size (a 4233-op generation loop took 166 s as one graph), so a
+// loop with no host read in it is cut into graphs that each compile within this budget.
+double fused_compile_budget_seconds() {
+  static const double seconds = [] {
+    const char* env = std::getenv("TORCH_TPU_FUSED_COMPILE_BUDGET_S");
+    double value = env ? std::atof(env) : 0;
+    return value > 0 ? value : 4.0;
+  }();
+  return seconds;
+}
+// Compile seconds per op of the fused graphs compiled so far (a running average), which turns
+// the budget into an op count. Until a graph has been measured: 2 ms per op, what XLA:CPU takes
+// for a training step's graph of a few hundred ops.
+double g_fused_seconds_per_op = 2e-3;
+constexpr int64_t kMinBoundedOps = 256;
+
+int64_t fused_op_bound() {
+  double by_cost = fused_compile_budget_seconds() / g_fused_seconds_per_op;
+  return std::min<int64_t>(g_max_pending, std::max<int64_t>(kMinBoundedOps, static_cast<int64_t>(by_cost)));
+}
+
+// Where to cut a graph that reached its bound: at the last place where the ops that started it
+// start again (a loop body's first ops), so that the next graph begins where this one began and
+// a loop with no host read becomes the same program run again; at the end when nothing repeats.
+size_t repeat_point(const std::vector<uint64_t>& signatures) {
+  constexpr size_t kWindow = 8;
+  size_t n = signatures.size();
+  size_t window = std::min(kWindow, n / 4);
+  if (window == 0) return n;
+  for (size_t i = n - window; i >= n / 4 && i > 0; --i) {
+    if (std::equal(signatures.begin(), signatures.begin() + window, signatures.begin() + i)) return i;
+  }
+  return n;
+}
 
 std::string save_failed_program(const std::string& text) {
   const char* dir = std::getenv("TMPDIR");
@@ -143,11 +185,15 @@ runtime::BufferPtr number_buffer(const RuntimeNumber& number, int device) {
 
 // Finds or builds the program for `calls` (whose storages are in `storages`, keyed by `key`).
 // Dead storages never become results.
+// Storages that leave a program even when no tensor holds them any more: what the rest of a
+// graph cut in two still reads.
+using KeepSet = std::unordered_set<const Storage*>;
+
 cache::ProgramPtr find_or_build(std::string& key, ProgramKind kind, const std::vector<OpCall>& calls,
-                                const StorageSet& storages) {
-  auto keep = [](const Storage& s) { return s.alive.load(); };
+                                const StorageSet& storages, const KeepSet& also_keep) {
+  auto keep = [&](const Storage& s) { return s.alive.load() || also_keep.count(&s) > 0; };
   key.push_back('#');
-  for (const Storage* s : storages.items()) key.push_back(s->alive ? '1' : '0');
+  for (const Storage* s : storages.items()) key.push_back(keep(*s) ? '1' : '0');
 
   auto& cache = cache::ProgramCache::get();
   cache::ProgramPtr program = cache.find(key);
@@ -166,12 +212,14 @@ cache::ProgramPtr find_or_build(std::string& key, ProgramKind kind, const std::v
 }
 
 // What a program's arguments come from besides storages: the calls' runtime numbers in order,
-// and the (seed, offset) of each random call.
+// the (seed, offset) of each random call, and the views' offsets into their storages.
 struct RuntimeArguments {
   std::vector<RuntimeNumber> numbers;
   std::vector<std::pair<uint64_t, uint64_t>> rng_states;
+  std::vector<int64_t> offsets;
 
-  explicit RuntimeArguments(const std::vector<OpCall>& calls) {
+  RuntimeArguments(const std::vector<OpCall>& calls, std::vector<int64_t> view_offsets)
+      : offsets(std::move(view_offsets)) {
     for (const OpCall& call : calls) {
       numbers.insert(numbers.end(), call.numbers.begin(), call.numbers.end());
       if (call.lowering->random) rng_states.emplace_back(call.seed, call.offset);
@@ -181,8 +229,7 @@ struct RuntimeArguments {
 
 // Runs `program` with its storage parameters and results taken from `storages` (indexed like the
 // program's storage set) and installs the results. `blame` names the op in error messages.
-void execute(const cache::Program& program, const std::vector<Storage*>& storages,
-             const std::vector<RuntimeNumber>& numbers, const std::vector<std::pair<uint64_t, uint64_t>>& rng_states,
+void execute(const cache::Program& program, const std::vector<Storage*>& storages, const RuntimeArguments& runtime,
              int device, bool wait, const std::string& blame) {
   auto& client = runtime::Client::get();
   std::vector<runtime::BufferPtr> keep_alive;
@@ -194,11 +241,17 @@ void execute(const cache::Program& program, const std::vector<Storage*>& storage
         arguments.push_back(storages[parameter.index]->buffer.get());
         break;
       case cache::Program::Parameter::Source::Number:
-        keep_alive.push_back(number_buffer(numbers[parameter.index], device));
+        keep_alive.push_back(number_buffer(runtime.numbers[parameter.index], device));
         arguments.push_back(keep_alive.back().get());
         break;
+      case cache::Program::Parameter::Source::Offset: {
+        RuntimeNumber offset{DType::I64, 0, runtime.offsets[parameter.index]};
+        keep_alive.push_back(number_buffer(offset, device));
+        arguments.push_back(keep_alive.back().get());
+        break;
+      }
       case cache::Program::Parameter::Source::RngState: {
-        const auto& rng = rng_states[parameter.index];
+        const auto& rng = runtime.rng_states[parameter.index];
         uint64_t state[2] = {rng.first, rng.second};
         keep_alive.push_back(client.from_host(state, {DType::U64, {2}}, device));
         arguments.push_back(keep_alive.back().get());
@@ -234,10 +287,11 @@ void execute(const cache::Program& program, const std::vector<Storage*>& storage
 std::string blame(const OpCall& call) { return describe(call) + at_location(call.location); }
 
 cache::ProgramPtr launch(std::string& key, ProgramKind kind, const std::vector<OpCall>& calls,
-                         const StorageSet& storages, int device, bool wait) {
-  cache::ProgramPtr program = find_or_build(key, kind, calls, storages);
-  RuntimeArguments runtime(calls);
-  execute(*program, storages.items(), runtime.numbers, runtime.rng_states, device, wait, blame(calls.back()));
+                         const StorageSet& storages, std::vector<int64_t> offsets, int device, bool wait,
+                         const KeepSet& also_keep = {}) {
+  cache::ProgramPtr program = find_or_build(key, kind, calls, storages, also_keep);
+  RuntimeArguments runtime(calls, std::move(offsets));
+  execute(*program, storages.items(), runtime, device, wait, blame(calls.back()));
   return program;
 }
 
@@ -251,9 +305,10 @@ struct CaptureState {
 thread_local CaptureState t_capture;
 
 // Called before the graph's launch, while the storages still hold the state it was built for.
-std::shared_ptr<Capture> make_capture(const std::vector<OpCall>& calls, const StorageSet& storages, int device) {
+std::shared_ptr<Capture> make_capture(const std::vector<OpCall>& calls, const StorageSet& storages,
+                                      const std::vector<int64_t>& offsets, int device) {
   auto capture = std::make_shared<Capture>();
-  RuntimeArguments runtime(calls);
+  RuntimeArguments runtime(calls, offsets);
   if (!runtime.rng_states.empty()) return nullptr;  // each run must draw new random numbers
   // The set holds raw pointers; the calls hold the owning references.
   std::unordered_map<const Storage*, StoragePtr> owners;
@@ -270,6 +325,7 @@ std::shared_ptr<Capture> make_capture(const std::vector<OpCall>& calls, const St
     capture->states.push_back({s->buffer != nullptr, s->dtype, s->nbytes});
   }
   capture->numbers = std::move(runtime.numbers);
+  capture->offsets = std::move(runtime.offsets);
   capture->device = device;
   capture->blame = blame(calls.back());
   return capture;
@@ -277,15 +333,31 @@ std::shared_ptr<Capture> make_capture(const std::vector<OpCall>& calls, const St
 
 void warn_if_site_keeps_compiling(const std::string& site);
 
-// Runs the pending graph as one program. Caller holds g_mutex.
-void flush_locked(const char* reason) {
+void record_locked(OpCall&& call);
+
+// Runs the first `cut` calls of the pending graph as one program (all of them by default) and
+// records the rest again as the start of the next graph. Caller holds g_mutex.
+void flush_locked(const char* reason, size_t cut = SIZE_MAX) {
   if (g_graph.calls.empty()) return;
   ++g_counters.flushes;
   ++g_flush_reasons[reason];
   std::vector<OpCall> calls = std::move(g_graph.calls);
+  std::vector<OpCall> rest;
+  KeepSet read_later;
+  if (cut < calls.size() && cut > 0) {
+    rest.assign(std::make_move_iterator(calls.begin() + cut), std::make_move_iterator(calls.end()));
+    calls.resize(cut);
+    g_graph.key.resize(g_graph.key_ends[cut - 1]);
+    g_graph.offsets.resize(g_graph.offsets_ends[cut - 1]);
+    for (const OpCall& call : rest) {
+      for (const auto& view : call.inputs) read_later.insert(view.storage.get());
+      for (const auto& view : call.destinations) read_later.insert(view.storage.get());
+    }
+  }
   std::unique_ptr<StorageSet> storages = std::move(g_graph.storages);
   std::string key = std::move(g_graph.key);
-  std::string site = std::move(g_graph.last_location);
+  std::vector<int64_t> offsets = std::move(g_graph.offsets);
+  std::string site = rest.empty() ? std::move(g_graph.last_location) : calls.back().location;
   int device = g_graph.device;
   g_graph = PendingGraph{};
   int64_t misses = g_counters.misses;
@@ -293,17 +365,25 @@ void flush_locked(const char* reason) {
   ProgramKind kind = t_capture.active ? ProgramKind::CompiledGraph : ProgramKind::FusedGraph;
   if (t_capture.active && !t_capture.flushed_here) {
     t_capture.flushed_here = true;
-    capture = make_capture(calls, *storages, device);
+    capture = make_capture(calls, *storages, offsets, device);
   }
-  cache::ProgramPtr program = launch(key, kind, calls, *storages, device, /*wait=*/false);
-  if (g_counters.misses != misses && !site.empty()) warn_if_site_keeps_compiling(site);
+  double seconds_before = compile_seconds(kind);
+  cache::ProgramPtr program =
+      launch(key, kind, calls, *storages, std::move(offsets), device, /*wait=*/false, read_later);
+  if (g_counters.misses != misses) {
+    double spent = compile_seconds(kind) - seconds_before;
+    g_fused_seconds_per_op = 0.5 * g_fused_seconds_per_op + 0.5 * spent / static_cast<double>(calls.size());
+    if (!site.empty()) warn_if_site_keeps_compiling(site);
+  }
   if (capture) {
     capture->program = program;
     t_capture.result = std::move(capture);
   }
+  for (OpCall& call : rest) record_locked(std::move(call));
 }
 
 void record_locked(OpCall&& call) {
+  // record_locked may flush, and a flush records the rest of a cut graph through here.
   if (!g_graph.calls.empty() && g_graph.device != call.device) flush_locked("device change");
   if (g_graph.calls.empty()) {
     g_graph.device = call.device;
@@ -311,7 +391,8 @@ void record_locked(OpCall&& call) {
     g_graph.storages = std::make_unique<StorageSet>();
   }
   size_t start = g_graph.key.size();
-  append_call_key(g_graph.key, call, *g_graph.storages);
+  size_t offsets_start = g_graph.offsets.size();
+  append_call_key(g_graph.key, call, *g_graph.storages, g_graph.offsets);
   std::string fragment = g_graph.key.substr(start);
   if (!g_lowerable.count(fragment)) {
     try {
@@ -319,6 +400,7 @@ void record_locked(OpCall&& call) {
       trial.lower(call);
     } catch (...) {
       g_graph.key.resize(start);
+      g_graph.offsets.resize(offsets_start);
       if (g_graph.calls.empty()) g_graph = PendingGraph{};
       throw;
     }
@@ -329,8 +411,13 @@ void record_locked(OpCall&& call) {
     if (dest.storage) dest.storage->graph_epoch = g_graph.epoch;
   }
   g_graph.last_location = call.location;
+  g_graph.signatures.push_back(call_signature(call));
+  g_graph.key_ends.push_back(g_graph.key.size());
+  g_graph.offsets_ends.push_back(g_graph.offsets.size());
   g_graph.calls.push_back(std::move(call));
-  if (static_cast<int64_t>(g_graph.calls.size()) >= g_max_pending) flush_locked("pending-op bound");
+  if (static_cast<int64_t>(g_graph.calls.size()) >= fused_op_bound()) {
+    flush_locked("pending-op bound", repeat_point(g_graph.signatures));
+  }
 }
 
 bool pending_locked(const Storage& s) { return !g_graph.calls.empty() && s.graph_epoch == g_graph.epoch; }
@@ -385,10 +472,12 @@ void run(OpCall call) {
     if (!g_graph.calls.empty()) flush_locked("op in another mode");
     StorageSet storages;
     std::string key;
-    append_call_key(key, call, storages);
+    std::vector<int64_t> offsets;
+    append_call_key(key, call, storages, offsets);
     std::vector<OpCall> calls;
     calls.push_back(std::move(call));
-    launch(key, ProgramKind::PerOp, calls, storages, calls.back().device, /*wait=*/mode == Mode::Debug);
+    launch(key, ProgramKind::PerOp, calls, storages, std::move(offsets), calls.back().device,
+           /*wait=*/mode == Mode::Debug);
   } catch (const OpError& e) {
     std::string where = g_location ? g_location() : "";
     if (where.empty()) throw;
@@ -511,8 +600,9 @@ bool replay(const Capture& capture, const std::vector<StoragePtr>& storages) {
   }
   ++g_counters.replays;
   // Captured graphs have no random calls, hence no generator states.
-  execute(*capture.program, targets, capture.numbers, {}, capture.device, current_mode() == Mode::Debug,
-          capture.blame);
+  RuntimeArguments runtime({}, capture.offsets);
+  runtime.numbers = capture.numbers;
+  execute(*capture.program, targets, runtime, capture.device, current_mode() == Mode::Debug, capture.blame);
   return true;
 }
 

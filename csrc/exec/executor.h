@@ -147,6 +147,7 @@ struct Capture {
   std::vector<StoragePtr> storages;   // the program's storage set at capture, in order
   std::vector<StorageState> states;   // what the program was built for, per storage
   std::vector<RuntimeNumber> numbers;  // fixed by the graph: its scalars are its own constants
+  std::vector<int64_t> offsets;        // likewise its views' offsets into their storages
   int device = 0;
   std::string blame;  // the graph's last op, for error messages
 };

@@ -65,10 +65,10 @@ hlo::Value ProgramBuilder::base_as(int32_t s, DType dtype) {
   return reinterpret(b_, value_[s], dtype);
 }
 
-hlo::Value ProgramBuilder::read(const TensorView& view) {
+hlo::Value ProgramBuilder::read(const TensorView& view, hlo::Value offset) {
   int32_t s = storages_.find(view.storage.get());
   if (!value_[s].valid() && !view.storage->buffer) return b_.zeros({view.dtype, view.layout.sizes});
-  return lowering::read_view(b_, base_as(s, view.dtype), view.layout);
+  return lowering::read_view(b_, base_as(s, view.dtype), view.layout, offset);
 }
 
 void ProgramBuilder::lower(const OpCall& call) {
@@ -85,14 +85,24 @@ void ProgramBuilder::lower(const OpCall& call) {
     ctx.rng_state = b_.parameter({DType::U64, {2}});
     parameters_.push_back({cache::Program::Parameter::Source::RngState, random_calls_seen_++});
   }
+  // The runtime offsets of the call's views, by input slot and by destination.
+  std::vector<hlo::Value> input_offset(call.inputs.size()), destination_offset(call.destinations.size());
+  for_each_view(call, [&](const TensorView& view, int32_t slot) {
+    if (!runtime_offset(view)) return;
+    hlo::Value offset = b_.parameter({DType::I64, {}});
+    parameters_.push_back({cache::Program::Parameter::Source::Offset, offsets_seen_++});
+    (slot >= 0 ? input_offset[slot] : destination_offset[-1 - slot]) = offset;
+  });
   for (auto& arg : ctx.args) {
     if (arg.kind == lowering::Arg::Kind::Tensor) {
-      arg.value = read(call.inputs[arg.slot]);
+      arg.value = read(call.inputs[arg.slot], input_offset[arg.slot]);
     } else if (arg.kind == lowering::Arg::Kind::Number) {
       arg.value = numbers[arg.slot];
     } else if (arg.kind == lowering::Arg::Kind::TensorList) {
       arg.values.clear();
-      for (int32_t slot : arg.slots) arg.values.push_back(slot < 0 ? hlo::Value{} : read(call.inputs[slot]));
+      for (int32_t slot : arg.slots) {
+        arg.values.push_back(slot < 0 ? hlo::Value{} : read(call.inputs[slot], input_offset[slot]));
+      }
     }
   }
   std::vector<hlo::Value> results = call.lowering->fn(ctx);
@@ -108,7 +118,8 @@ void ProgramBuilder::lower(const OpCall& call) {
     int32_t s = storages_.find(dest.storage.get());
     // The storage takes the writer's element type; what it held is reinterpreted to match.
     hlo::Value target = base_as(s, dest.dtype);
-    value_[s] = lowering::write_view(b_, target, b_.convert(results[i], dest.dtype), dest.layout);
+    value_[s] = lowering::write_view(b_, target, b_.convert(results[i], dest.dtype), dest.layout,
+                                     destination_offset[i]);
     written_[s] = true;
   }
 }

@@ -28,7 +28,7 @@ class ProgramBuilder {
 
  private:
   hlo::Value base_as(int32_t storage, DType dtype);
-  hlo::Value read(const TensorView& view);
+  hlo::Value read(const TensorView& view, hlo::Value offset);
 
   const StorageSet& storages_;
   hlo::Builder b_;
@@ -37,6 +37,7 @@ class ProgramBuilder {
   std::vector<cache::Program::Parameter> parameters_;
   int32_t numbers_seen_ = 0;
   int32_t random_calls_seen_ = 0;
+  int32_t offsets_seen_ = 0;
   bool inject_failure_ = false;
   std::string text_;
 };

@@ -1,5 +1,7 @@
 #include "exec/program_key.h"
 
+#include "cache/stable_hash.h"
+
 namespace tpu::exec {
 
 namespace {
@@ -13,7 +15,7 @@ void append_dims(std::string& key, const Dims& dims) {
   key.append(reinterpret_cast<const char*>(dims.data()), dims.size() * sizeof(int64_t));
 }
 
-void append_view(std::string& key, StorageSet& storages, const TensorView& view) {
+void append_view(std::string& key, StorageSet& storages, const TensorView& view, std::vector<int64_t>& offsets) {
   Storage* s = view.storage.get();
   append_int(key, storages.index(s));
   key.push_back(static_cast<char>(s->buffer ? static_cast<int>(s->dtype) : -1));
@@ -21,7 +23,13 @@ void append_view(std::string& key, StorageSet& storages, const TensorView& view)
   key.push_back(static_cast<char>(view.dtype));
   append_dims(key, view.layout.sizes);
   append_dims(key, view.layout.strides);
-  append_int(key, view.layout.offset);
+  if (runtime_offset(view)) {
+    key.push_back('r');
+    offsets.push_back(view.layout.offset);
+  } else {
+    key.push_back('c');
+    append_int(key, view.layout.offset);
+  }
 }
 
 }  // namespace
@@ -38,7 +46,25 @@ int32_t StorageSet::index(Storage* s) {
 
 int32_t StorageSet::find(const Storage* s) const { return s->set_epoch == epoch_ ? s->set_index : -1; }
 
-void append_call_key(std::string& key, const OpCall& call, StorageSet& storages) {
+uint64_t call_signature(const OpCall& call) {
+  std::string text = call.name + '.' + call.overload;
+  text.push_back('\0');
+  std::vector<int64_t> ignored;
+  for_each_view(call, [&](const TensorView& view, int32_t slot) {
+    append_int(text, slot);
+    text.push_back(static_cast<char>(view.dtype));
+    append_int(text, view.storage->nbytes);
+    append_dims(text, view.layout.sizes);
+    append_dims(text, view.layout.strides);
+  });
+  return cache::fnv1a64(text);
+}
+
+bool runtime_offset(const TensorView& view) {
+  return lowering::offset_is_runtime(view.layout, view.storage->length_as(view.dtype));
+}
+
+void append_call_key(std::string& key, const OpCall& call, StorageSet& storages, std::vector<int64_t>& offsets) {
   using Kind = lowering::Arg::Kind;
   key += call.name;
   key += '.';
@@ -48,7 +74,7 @@ void append_call_key(std::string& key, const OpCall& call, StorageSet& storages)
     key.push_back(static_cast<char>(arg.kind));
     switch (arg.kind) {
       case Kind::Tensor:
-        append_view(key, storages, call.inputs[arg.slot]);
+        append_view(key, storages, call.inputs[arg.slot], offsets);
         break;
       case Kind::TensorList:
         append_int(key, static_cast<int64_t>(arg.slots.size()));
@@ -56,7 +82,7 @@ void append_call_key(std::string& key, const OpCall& call, StorageSet& storages)
           if (slot < 0) {
             key.push_back('n');
           } else {
-            append_view(key, storages, call.inputs[slot]);
+            append_view(key, storages, call.inputs[slot], offsets);
           }
         }
         break;
@@ -93,7 +119,7 @@ void append_call_key(std::string& key, const OpCall& call, StorageSet& storages)
     key.push_back(static_cast<char>(call.outputs[i].dtype));
     append_dims(key, call.outputs[i].dims);
     if (i < call.destinations.size() && call.destinations[i].storage) {
-      append_view(key, storages, call.destinations[i]);
+      append_view(key, storages, call.destinations[i], offsets);
     } else {
       key.push_back('x');
     }

@@ -26,7 +26,34 @@ class StorageSet {
 };
 
 // Appends the call's structure: op, argument kinds and static values, dtypes of numbers, and
-// for every tensor its layout and its storage's position and state in `storages`.
-void append_call_key(std::string& key, const OpCall& call, StorageSet& storages);
+// for every tensor its layout and its storage's position and state in `storages`. A view's offset
+// is in the key only where it is a constant of the program (lowering::offset_is_runtime); the
+// others are appended to `offsets`, in for_each_view's order: the program's runtime arguments.
+void append_call_key(std::string& key, const OpCall& call, StorageSet& storages, std::vector<int64_t>& offsets);
+
+// A hash of the call's structure that does not depend on where its storages sit in a program:
+// the same op on the same shapes in two iterations of a loop has the same signature.
+uint64_t call_signature(const OpCall& call);
+
+// Whether the program reading or writing `view` takes its offset at run time.
+bool runtime_offset(const TensorView& view);
+
+// Visits the call's views in the order the key lists them: the tensors of its arguments (`slot` is
+// the input slot), then its destinations (`slot` is -1 - the destination's index).
+template <typename Visit>
+void for_each_view(const OpCall& call, Visit&& visit) {
+  for (const auto& arg : call.args) {
+    if (arg.kind == lowering::Arg::Kind::Tensor) {
+      visit(call.inputs[arg.slot], arg.slot);
+    } else if (arg.kind == lowering::Arg::Kind::TensorList) {
+      for (int32_t slot : arg.slots) {
+        if (slot >= 0) visit(call.inputs[slot], slot);
+      }
+    }
+  }
+  for (size_t i = 0; i < call.outputs.size() && i < call.destinations.size(); ++i) {
+    if (call.destinations[i].storage) visit(call.destinations[i], -1 - static_cast<int32_t>(i));
+  }
+}
 
 }  // namespace tpu::exec

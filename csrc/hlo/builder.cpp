@@ -309,6 +309,13 @@ Value Builder::dynamic_update_slice(Value operand, Value update, const std::vect
   return op1("stablehlo.dynamic_update_slice", operands, type(operand));
 }
 
+Value Builder::dynamic_slice(Value operand, const std::vector<Value>& starts, const Dims& sizes) {
+  std::vector<Value> operands{operand};
+  operands.insert(operands.end(), starts.begin(), starts.end());
+  return op1("stablehlo.dynamic_slice", operands, TensorType{dtype(operand), sizes},
+             "slice_sizes = " + i64_array(sizes));
+}
+
 Value Builder::reduce(Value x, Value init, const Dims& dimensions, const std::string& combiner) {
   TensorType scalar{dtype(x), {}};
   RegionRef body = region({scalar, scalar}, [&](Builder& b, const std::vector<Value>& args) {

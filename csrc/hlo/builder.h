@@ -80,6 +80,8 @@ class Builder {
   Value pad(Value x, Value padding_value, const Dims& low, const Dims& high, const Dims& interior);
   Value reverse(Value x, const Dims& dimensions);
   Value dynamic_update_slice(Value operand, Value update, const std::vector<Value>& starts);
+  // `sizes` elements from `starts` (rank-0 integers; clamped so that the slice stays inside).
+  Value dynamic_slice(Value operand, const std::vector<Value>& starts, const Dims& sizes);
 
   // Reductions over `dimensions` with a body that is one binary op ("stablehlo.add", ...).
   Value reduce(Value x, Value init, const Dims& dimensions, const std::string& combiner);

@@ -101,10 +101,23 @@ Dims inverse(const Dims& perm) {
   return inv;
 }
 
+// Elements of the base between the view's first and last element, inclusive.
+int64_t span(const ViewLayout& layout) {
+  int64_t last = 0;
+  for (size_t i = 0; i < layout.sizes.size(); ++i) last += (layout.sizes[i] - 1) * layout.strides[i];
+  return last + 1;
+}
+
+// The view's start in its base: the runtime `offset` when given, else the layout's constant.
+Value start_of(Builder& b, const ViewLayout& layout, Value offset) {
+  return offset.valid() ? offset : b.constant(static_cast<double>(layout.offset), DType::I64);
+}
+
 // Element index of every view position, as an i64 tensor of shape sizes + [1].
-Value element_indices(Builder& b, const ViewLayout& layout) {
+Value element_indices(Builder& b, const ViewLayout& layout, Value offset) {
   TensorType index_type{DType::I64, layout.sizes};
-  Value index = b.full(static_cast<double>(layout.offset), index_type);
+  Value index = offset.valid() ? b.broadcast_in_dim(offset, layout.sizes, {})
+                               : b.full(static_cast<double>(layout.offset), index_type);
   for (size_t d = 0; d < layout.sizes.size(); ++d) {
     if (layout.sizes[d] == 1 || layout.strides[d] == 0) continue;
     Value step = b.mul(b.iota(index_type, static_cast<int64_t>(d)),
@@ -116,11 +129,20 @@ Value element_indices(Builder& b, const ViewLayout& layout) {
   return b.reshape(index, with_vector);
 }
 
-// The base extended with zeros so that [offset, offset + extent) is inside it.
-Value padded_base(Builder& b, Value base, int64_t end) {
+// The base extended with zeros so that the range [start, start + extent) a strided view is cut
+// from lies inside it. With a runtime start the padding cannot depend on it: the view lies inside
+// the base (offset_is_runtime), so extent - span more elements always suffice.
+Value padded_base(Builder& b, Value base, const ViewLayout& layout, const Placement& p, bool runtime) {
   int64_t length = b.dims(base)[0];
+  int64_t end = runtime ? length + p.extent - span(layout) : layout.offset + p.extent;
   if (end <= length) return base;
   return b.pad(base, b.constant(0, b.dtype(base)), {0}, {end - length}, {0});
+}
+
+// [start, start + extent) of `source`.
+Value range_of(Builder& b, Value source, const ViewLayout& layout, int64_t extent, Value offset) {
+  if (!offset.valid()) return b.slice(source, {layout.offset}, {layout.offset + extent}, {1});
+  return b.dynamic_slice(source, {offset}, {extent});
 }
 
 }  // namespace
@@ -134,6 +156,15 @@ bool is_contiguous(const ViewLayout& layout) {
   return true;
 }
 
+bool offset_is_runtime(const ViewLayout& layout, int64_t base_length) {
+  if (numel(layout.sizes) == 0) return false;
+  for (int64_t stride : layout.strides) {
+    if (stride < 0) return false;
+  }
+  if (layout.offset < 0 || layout.offset + span(layout) > base_length) return false;
+  return !(layout.offset == 0 && span(layout) == base_length && is_contiguous(layout));
+}
+
 ViewLayout dense_layout(const Dims& sizes, int64_t offset) {
   ViewLayout layout{sizes, Dims(sizes.size()), offset};
   int64_t stride = 1;
@@ -144,15 +175,15 @@ ViewLayout dense_layout(const Dims& sizes, int64_t offset) {
   return layout;
 }
 
-Value read_view(Builder& b, Value base, const ViewLayout& layout) {
+Value read_view(Builder& b, Value base, const ViewLayout& layout, Value offset) {
   TensorType view_type{b.dtype(base), layout.sizes};
   if (numel(layout.sizes) == 0) return b.zeros(view_type);
   int64_t length = b.dims(base)[0];
   Placement p = place(layout);
   int64_t end = layout.offset + p.extent;
   if (((p.dense && end <= length) || p.strided) && layout.offset >= 0 && layout.offset < length) {
-    Value source = p.dense ? base : padded_base(b, base, end);
-    Value range = b.slice(source, {layout.offset}, {end}, {1});
+    Value source = p.dense ? base : padded_base(b, base, layout, p, offset.valid());
+    Value range = range_of(b, source, layout, p.extent, offset);
     Value shaped = b.reshape(range, range_shape(p));
     if (!p.dense) {
       Dims limits = slice_limits(p);
@@ -171,10 +202,10 @@ Value read_view(Builder& b, Value base, const ViewLayout& layout) {
   g.collapsed_slice_dims = {0};
   g.start_index_map = {0};
   g.index_vector_dim = static_cast<int64_t>(layout.sizes.size());
-  return b.gather(base, element_indices(b, layout), g, {1}, layout.sizes);
+  return b.gather(base, element_indices(b, layout, offset), g, {1}, layout.sizes);
 }
 
-Value write_view(Builder& b, Value base, Value update, const ViewLayout& layout) {
+Value write_view(Builder& b, Value base, Value update, const ViewLayout& layout, Value offset) {
   if (numel(layout.sizes) == 0) return base;
   int64_t length = b.dims(base)[0];
   Placement p = place(layout);
@@ -184,16 +215,15 @@ Value write_view(Builder& b, Value base, Value update, const ViewLayout& layout)
     Dims in_view_order = to_view_order(p);
     for (int64_t k : in_view_order) view_order_sizes.push_back(p.ordered[k].size);
     Value ordered = b.transpose(b.reshape(update, view_order_sizes), inverse(in_view_order));
-    Value index = b.constant(static_cast<double>(layout.offset), DType::I64);
+    Value index = start_of(b, layout, offset);
     if (p.dense) {
       Value flat = b.reshape(ordered, {p.extent});
-      if (layout.offset == 0 && p.extent == length) return flat;
+      if (!offset.valid() && layout.offset == 0 && p.extent == length) return flat;
       if (layout.offset + p.extent <= length) return b.dynamic_update_slice(base, flat, {index});
     } else {
-      int64_t end = layout.offset + p.extent;
-      Value source = padded_base(b, base, end);
+      Value source = padded_base(b, base, layout, p, offset.valid());
       Dims shape = range_shape(p);
-      Value range = b.reshape(b.slice(source, {layout.offset}, {end}, {1}), shape);
+      Value range = b.reshape(range_of(b, source, layout, p.extent, offset), shape);
       Value zero = b.constant(0, DType::I64);
       Value block = b.reshape(ordered, slice_limits(p));
       range = b.dynamic_update_slice(range, block, std::vector<Value>(shape.size(), zero));
@@ -205,7 +235,7 @@ Value write_view(Builder& b, Value base, Value update, const ViewLayout& layout)
   s.inserted_window_dims = {0};
   s.scatter_dims_to_operand_dims = {0};
   s.index_vector_dim = static_cast<int64_t>(layout.sizes.size());
-  return b.scatter(base, element_indices(b, layout), update, s, "");
+  return b.scatter(base, element_indices(b, layout, offset), update, s, "");
 }
 
 }  // namespace tpu::lowering

@@ -20,10 +20,19 @@ bool is_contiguous(const ViewLayout& layout);
 // A dense row-major layout of `sizes` starting at element `offset`.
 ViewLayout dense_layout(const Dims& sizes, int64_t offset = 0);
 
-// The view's logical value (shape `sizes`) from a 1-D `base`.
-hlo::Value read_view(hlo::Builder& b, hlo::Value base, const ViewLayout& layout);
+// Whether the view's offset is a runtime argument of the programs that read or write it, so that
+// one program serves every position of the view in its storage (x[i] for every i, a decode loop's
+// cache write at step t). Only two kinds keep a constant offset: a view of the whole storage from
+// its start (the common case, which needs no argument) and a view that reaches outside its
+// storage of `base_length` elements. Which kind a view is belongs in the program's key.
+bool offset_is_runtime(const ViewLayout& layout, int64_t base_length);
 
-// `base` with the view's elements replaced by `update` (shape `sizes`).
-hlo::Value write_view(hlo::Builder& b, hlo::Value base, hlo::Value update, const ViewLayout& layout);
+// The view's logical value (shape `sizes`) from a 1-D `base`. `offset`, when valid, is a rank-0
+// i64 value that stands for layout.offset (only where offset_is_runtime).
+hlo::Value read_view(hlo::Builder& b, hlo::Value base, const ViewLayout& layout, hlo::Value offset = {});
+
+// `base` with the view's elements replaced by `update` (shape `sizes`); `offset` as for read_view.
+hlo::Value write_view(hlo::Builder& b, hlo::Value base, hlo::Value update, const ViewLayout& layout,
+                      hlo::Value offset = {});
 
 }  // namespace tpu::lowering
