@@ -94,6 +94,8 @@ def measure(task, device, mode, warmup, steps):
             step()
         if device == "tpu":
             torch.tpu.synchronize()
+            # Warm-up includes the full compiles of programs first compiled quickly.
+            torch_tpu.wait_for_background_compiles()
             torch.tpu.reset_peak_memory_stats()
             before = torch_tpu.metrics()
         start = time.perf_counter()

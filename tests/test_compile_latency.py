@@ -106,7 +106,7 @@ xt = x.to("tpu")
 for _ in range(120):
     xt = xt * 1.001 + 0.0001
     expected = expected * 1.001 + 0.0001
-torch_tpu._C._wait_for_compile_upgrades()
+torch_tpu.wait_for_background_compiles()
 for _ in range(20):
     xt = xt * 1.001 + 0.0001
     expected = expected * 1.001 + 0.0001

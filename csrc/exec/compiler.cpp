@@ -16,12 +16,13 @@ namespace tpu::exec {
 
 namespace {
 
-// A per-op program producing more elements than this per run is compiled fully at once: at -O0
-// its elementwise loops run several times slower, and a few runs lose what the quick compile saved.
-constexpr int64_t kQuickElementsLimit = int64_t{1} << 16;
-// A quick program is compiled again once its runs have produced this many elements: at a few ns
-// lost per element, about the 20-40 ms a full compile of a small program costs.
-constexpr int64_t kUpgradeElements = int64_t{1} << 22;
+// A quick program is compiled again once its runs have computed this many elements (every value
+// of the program counts): at a few ns lost per element, about what a full compile of a small
+// program costs (20-100 ms).
+constexpr int64_t kUpgradeElements = int64_t{1} << 23;
+// A per-op program that computes that much in one run would be upgraded after its first: it is
+// compiled fully at once. (A graph is not: its first run may be its only one, a generation step.)
+constexpr int64_t kQuickPerOpElementsLimit = kUpgradeElements;
 constexpr size_t kMedianWindow = 4096;
 
 double slow_compile_seconds() {
@@ -120,12 +121,6 @@ class Upgrader {
   bool stopping_ = false;
 };
 
-int64_t elements_per_run(const cache::Program& program) {
-  int64_t elements = 0;
-  for (const TensorType& type : program.output_types) elements += numel(type.dims);
-  return std::max<int64_t>(elements, 1);
-}
-
 }  // namespace
 
 const char* kind_name(ProgramKind kind) {
@@ -140,11 +135,11 @@ const char* kind_name(ProgramKind kind) {
   return "unknown";
 }
 
-void compile_program(cache::Program& program, const std::string& text, ProgramKind kind,
+void compile_program(cache::Program& program, const std::string& text, int64_t work_elements, ProgramKind kind,
                      const std::function<std::string()>& origin) {
   auto& client = runtime::Client::get();
-  int64_t elements = elements_per_run(program);
-  bool quick = kind == ProgramKind::PerOp && elements <= kQuickElementsLimit && client.quick_compiles();
+  int64_t elements = std::max<int64_t>(work_elements, 1);
+  bool quick = (kind != ProgramKind::PerOp || elements <= kQuickPerOpElementsLimit) && client.quick_compiles();
   auto start = std::chrono::steady_clock::now();
   program.executable = quick ? client.compile_quick(text) : client.compile(text);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

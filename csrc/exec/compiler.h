@@ -1,11 +1,13 @@
 // How programs are compiled: by kind, in two tiers, with their cost counted.
 //
-// A per-op program (strict, debug) is tiny and runs a handful of times in a first session, so
-// its first compile is a quick one (Client::compile_quick); once its runs have produced enough
-// elements that the slower code costs more than a full compile would, it is compiled again with
-// full optimisation on a background thread and replaces itself in the cache, the way a JIT's
-// tiers work. Per-op programs that produce many elements per run, fused graphs and compiled graphs
-// get full optimisation at once: their run time matters from the first run.
+// A program's first compile is a quick one (Client::compile_quick: about half the time on
+// XLA:CPU): most programs of a first session run a handful of times, and a fused graph of a loop
+// whose shapes change every iteration (generation) runs once. Once a program's runs have computed
+// enough elements that the slower code costs more than a full compile would, it is compiled again
+// with full optimisation on a background thread and replaces itself in the cache, the way a JIT's
+// tiers work: a training step's graph, which computes millions of elements, is upgraded on its
+// first repeat. A per-op program that computes many elements per run is compiled fully at once:
+// alone in its program, its run time matters from the first run.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,8 @@ const char* kind_name(ProgramKind kind);  // "per_op", "fused_graph", "compiled_
 // counts it. A compile slower than the threshold (TORCH_TPU_SLOW_COMPILE_SECONDS, default 10)
 // warns once per kind, naming what `origin()` describes (the ops and user lines it came from).
 // Throws runtime::PjrtError when the program does not compile.
-void compile_program(cache::Program& program, const std::string& text, ProgramKind kind,
+// `work_elements` is what one run computes (hlo::Builder::total_elements).
+void compile_program(cache::Program& program, const std::string& text, int64_t work_elements, ProgramKind kind,
                      const std::function<std::string()>& origin);
 
 // Called on each run of a cached program: a quick one that has paid for its full compile is

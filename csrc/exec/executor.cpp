@@ -130,10 +130,10 @@ std::string origin_of(const std::vector<OpCall>& calls) {
 }
 
 // Compiles `program` from `calls`; a failure names the op that broke it.
-void compile(cache::Program& program, const std::string& text, ProgramKind kind, const std::vector<OpCall>& calls,
-             const StorageSet& storages) {
+void compile(cache::Program& program, const std::string& text, int64_t work_elements, ProgramKind kind,
+             const std::vector<OpCall>& calls, const StorageSet& storages) {
   try {
-    compile_program(program, text, kind, [&] { return origin_of(calls); });
+    compile_program(program, text, work_elements, kind, [&] { return origin_of(calls); });
   } catch (const runtime::PjrtError& e) {
     // In a fused graph, find the op whose own program fails to name it and its line.
     const OpCall* culprit = &calls.back();
@@ -206,7 +206,7 @@ cache::ProgramPtr find_or_build(std::string& key, ProgramKind kind, const std::v
   ProgramBuilder builder(storages);
   for (const OpCall& call : calls) builder.lower(call);
   auto built = std::make_shared<cache::Program>(builder.finish(keep));
-  compile(*built, builder.text(), kind, calls, storages);
+  compile(*built, builder.text(), builder.work_elements(), kind, calls, storages);
   cache.insert(key, built);
   return built;
 }

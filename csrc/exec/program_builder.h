@@ -25,6 +25,7 @@ class ProgramBuilder {
   // for which `keep` is true. The executable is left for the caller to compile.
   cache::Program finish(const std::function<bool(const Storage&)>& keep);
   const std::string& text() const { return text_; }
+  int64_t work_elements() const { return b_.total_elements(); }
 
  private:
   hlo::Value base_as(int32_t storage, DType dtype);

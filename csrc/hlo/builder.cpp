@@ -126,6 +126,12 @@ const TensorType& Builder::type(Value v) const {
   return types_[v.id];
 }
 
+int64_t Builder::total_elements() const {
+  int64_t n = 0;
+  for (const TensorType& type : types_) n += numel(type.dims);
+  return n;
+}
+
 int64_t Builder::num_ops() const {
   int64_t n = 0;
   for (const auto& block : blocks_) n += static_cast<int64_t>(block.ops.size());

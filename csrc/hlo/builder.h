@@ -122,6 +122,8 @@ class Builder {
   std::vector<Value> unreshaped(const std::vector<Value>& results) const;
 
   int64_t num_ops() const;
+  // Elements of every value built so far: a measure of what one run of the program computes.
+  int64_t total_elements() const;
 
  private:
   struct Operation {
