@@ -9,6 +9,7 @@ The mode is per thread, like autocast state.
 import contextlib
 import enum
 import os
+import warnings
 
 from . import _C
 
@@ -71,7 +72,12 @@ def mode_from_environment():
         return EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING
     named = os.environ.get("TORCH_TPU_EAGER_MODE")
     if named:
-        return _resolve(named)
+        try:
+            return _resolve(named)
+        except ValueError as error:
+            # This runs while `import torch` loads the backend: a typo must not break the import.
+            warnings.warn(f"TORCH_TPU_EAGER_MODE: {error}; running in strict mode", stacklevel=2)
+            return EagerMode.DEFER_NEVER
     if _flag("TORCH_TPU_DEFER_AND_FUSE") or _flag("TPU_DEFER_AND_FUSE"):
         return EagerMode.DEFER_AND_FUSE
     return EagerMode.DEFER_NEVER

@@ -1,4 +1,5 @@
 // How PyTorch finds the tpu device: device guard, accelerator hooks, default generators.
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/ops/empty.h>
@@ -42,12 +43,13 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   // Streams: every stream of a device feeds the same PJRT queue, where programs run in the order
   // their data dependencies dictate, so work ordered by events across streams stays ordered.
   // Stream objects still carry their identity, so user code that juggles them works unchanged.
-  c10::Stream getStream(c10::Device device) const override { return current_stream(device); }
+  c10::Stream getStream(c10::Device device) const override { return current_stream(indexed(device)); }
   c10::Stream getDefaultStream(c10::Device device) const override {
-    return c10::Stream(c10::Stream::DEFAULT, device);
+    return c10::Stream(c10::Stream::DEFAULT, indexed(device));
   }
+  // torch.Stream(device="tpu") names no index: like CUDA, the stream belongs to the current device.
   c10::Stream getNewStream(c10::Device device, int) const override {
-    return c10::Stream(c10::Stream::UNSAFE, device, g_next_stream_id++);
+    return c10::Stream(c10::Stream::UNSAFE, indexed(device), g_next_stream_id++);
   }
   c10::Stream getStreamFromGlobalPool(c10::Device device, bool) const override {
     return getNewStream(device, 0);
@@ -93,6 +95,9 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   bool queryStream(const c10::Stream& stream) const override { return exec::idle(stream.device_index()); }
 
  private:
+  static c10::Device indexed(c10::Device device) {
+    return device.has_index() ? device : c10::Device(kTpu, static_cast<c10::DeviceIndex>(current_device()));
+  }
   static c10::Stream current_stream(c10::Device device) {
     auto it = t_current_streams.find(device.index());
     if (it == t_current_streams.end() || it->second == 0) return c10::Stream(c10::Stream::DEFAULT, device);
@@ -123,14 +128,18 @@ class TpuGenerator final : public c10::GeneratorImpl {
     return s;
   }
   void set_state(const c10::TensorImpl& state) override {
-    TORCH_CHECK(state.numel() == 16 && state.dtype() == at::kByte,
-                "tpu generator state must be a uint8 tensor of 16 bytes");
+    // A state lives in host memory, as CUDA's does: a tpu tensor's data cannot be read here.
+    TORCH_CHECK_TYPE(state.layout() == at::kStrided && state.device().is_cpu() && state.dtype() == at::kByte,
+                     "RNG state must be a torch.ByteTensor (a CPU uint8 tensor); move it with .cpu() first");
+    TORCH_CHECK(state.numel() == 16 && state.is_contiguous(), "tpu generator state must be a uint8 tensor of 16 bytes");
     const auto* bytes = static_cast<const uint64_t*>(state.data());
     seed_ = bytes[0];
     offset_ = bytes[1];
   }
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override {
-    at::Tensor state = at::empty({16}, at::TensorOptions().dtype(at::kByte));
+    // Allocated directly, not through the dispatcher: under FakeTensorMode (torch.compile's tracing)
+    // at::empty would hand back a fake tensor without memory.
+    at::Tensor state = at::detail::empty_cpu({16}, at::kByte, c10::nullopt, c10::nullopt, c10::nullopt, c10::nullopt);
     auto* bytes = static_cast<uint64_t*>(state.data_ptr());
     bytes[0] = seed_;
     bytes[1] = offset_;

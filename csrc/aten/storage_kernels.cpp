@@ -9,6 +9,7 @@
 #include <ATen/ops/copy_native.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/strides.h>
 #include <torch/library.h>
 
 #include "aten/lowered_dispatch.h"
@@ -47,14 +48,13 @@ at::Tensor make_view(const at::Tensor& self, at::IntArrayRef size, at::IntArrayR
   return view;
 }
 
-// The bytes a layout reaches into its storage, as PyTorch's own bounds checks compute them.
+// The bytes a layout reaches into its storage, by PyTorch's own computation, which raises
+// "Storage size calculation overflowed" where the products would wrap.
 size_t required_bytes(at::IntArrayRef size, at::IntArrayRef stride, int64_t offset, size_t itemsize) {
-  int64_t last = 0;
-  for (size_t i = 0; i < size.size(); ++i) {
-    if (size[i] == 0) return 0;
-    last += (size[i] - 1) * stride[i];
-  }
-  return static_cast<size_t>(offset + last + 1) * itemsize;
+  TORCH_CHECK(size.size() == stride.size(), "unequal size length (", size.size(), ") and stride length (",
+              stride.size(), ")");
+  TORCH_CHECK(offset >= 0, "Tensor: invalid storage offset ", offset);
+  return at::detail::computeStorageNbytes(size, stride, itemsize, static_cast<size_t>(offset));
 }
 
 void check_in_bounds(const c10::Storage& storage, at::IntArrayRef size, at::IntArrayRef stride, int64_t offset,
@@ -93,7 +93,8 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, c10::opti
 at::Tensor as_strided(const at::Tensor& self, at::IntArrayRef size, at::IntArrayRef stride,
                       c10::optional<int64_t> storage_offset) {
   int64_t offset = storage_offset.value_or(self.storage_offset());
-  TORCH_CHECK(size.size() == stride.size(), "mismatch in length of strides and shape");
+  TORCH_CHECK(size.size() == stride.size(), "unequal size length (", size.size(), ") and stride length (",
+              stride.size(), ")");
   for (int64_t s : stride) TORCH_CHECK(s >= 0, "as_strided: Negative strides are not supported at the moment, got strides: ", stride);
   TORCH_CHECK(offset >= 0, "Tensor: invalid storage offset ", offset);
   check_in_bounds(self.storage(), size, stride, offset, self.dtype().itemsize());
@@ -170,7 +171,11 @@ const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
 }
 
 at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset, at::IntArrayRef size,
-                        at::IntArrayRef stride) {
+                        at::IntArrayRef given_stride) {
+  // set_(storage, offset, size) without strides means contiguous ones, as on the CPU.
+  c10::DimVector contiguous;
+  if (given_stride.empty() && !size.empty()) contiguous = c10::contiguous_strides(size);
+  at::IntArrayRef stride = given_stride.empty() && !size.empty() ? at::IntArrayRef(contiguous) : given_stride;
   size_t needed = required_bytes(size, stride, offset, self.dtype().itemsize());
   if (needed > source.nbytes()) resize_storage_bytes(source, needed);
   auto* impl = self.unsafeGetTensorImpl();
