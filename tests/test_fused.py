@@ -1,9 +1,11 @@
 """What defer-and-fuse adds to strict's semantics: fusion, sync points, liveness, attribution."""
+import json
 import os
 import subprocess
 import sys
 import warnings
 
+import pytest
 import torch
 
 import torch_tpu
@@ -111,6 +113,38 @@ def test_compile_error_names_the_recorded_op_and_its_line():
     assert result.returncode == 0, result.stderr
     assert "ERROR" in result.stdout and "aten::exp" in result.stdout, result.stdout
     assert "<string>:4" in result.stdout
+
+
+@pytest.mark.parametrize("position", [0, 1, 2, 3])
+def test_a_graph_that_fails_to_compile_keeps_every_write_before_the_failing_op(position):
+    """The graph's calls run one by one instead: what was recorded before the op that cannot be
+    compiled takes effect, and the error names that op and its line."""
+    code = (
+        "import json, torch, torch_tpu\n"
+        "torch_tpu.set_eager_mode('fused')\n"
+        "a, b, c = (torch.full((4,), v).to('tpu') for v in (1.0, 2.0, 3.0))\n"
+        "torch.tpu.synchronize()\n"
+        f"position = {position}\n"
+        "ops = [lambda: a.add_(1), lambda: b.mul_(a), lambda: c.sub_(b)]\n"
+        "ops.insert(position, lambda: torch.exp(a))  # the op whose program cannot be compiled\n"
+        "for op in ops:\n"
+        "    op()\n"
+        "try:\n"
+        "    torch.tpu.synchronize()\n"
+        "    error = ''\n"
+        "except RuntimeError as e:\n"
+        "    error = str(e)\n"
+        "print(json.dumps({'error': error, 'a': a.tolist(), 'b': b.tolist(), 'c': c.tolist()}))\n")
+    env = dict(os.environ, TORCH_TPU_INJECT_COMPILE_FAILURE="exp")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert "aten::exp" in out["error"] and "<string>:7" in out["error"], out["error"]
+    # CPU reference: the writes recorded before the failing op, and none after it.
+    a, b, c = torch.full((4,), 1.0), torch.full((4,), 2.0), torch.full((4,), 3.0)
+    for op in [lambda: a.add_(1), lambda: b.mul_(a), lambda: c.sub_(b)][:position]:
+        op()
+    assert (out["a"], out["b"], out["c"]) == (a.tolist(), b.tolist(), c.tolist())
 
 
 def test_a_call_site_that_keeps_recompiling_is_warned_about():

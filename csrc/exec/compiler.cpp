@@ -8,6 +8,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "cache/disk_cache.h"
@@ -58,7 +59,10 @@ class Upgrader {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) return;
     queue_.emplace_back(std::move(key), std::move(program));
-    if (!thread_.joinable()) thread_ = std::thread([this] { work(); });
+    if (!thread_.joinable()) {
+      owner_ = getpid();
+      thread_ = std::thread([this] { work(); });
+    }
     ready_.notify_one();
   }
 
@@ -69,6 +73,8 @@ class Upgrader {
 
  private:
   void stop() {
+    // A forked child inherits this object but not the thread: nothing to join there.
+    if (getpid() != owner_) return;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
@@ -117,6 +123,7 @@ class Upgrader {
   std::condition_variable ready_, idle_;
   std::deque<std::pair<std::string, cache::ProgramPtr>> queue_;
   std::thread thread_;
+  pid_t owner_ = 0;
   bool busy_ = false;
   bool stopping_ = false;
 };

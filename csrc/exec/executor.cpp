@@ -334,6 +334,7 @@ std::shared_ptr<Capture> make_capture(const std::vector<OpCall>& calls, const St
 void warn_if_site_keeps_compiling(const std::string& site);
 
 void record_locked(OpCall&& call);
+void run_one_by_one_locked(const std::vector<OpCall>& calls);
 
 // Runs the first `cut` calls of the pending graph as one program (all of them by default) and
 // records the rest again as the start of the next graph. Caller holds g_mutex.
@@ -368,9 +369,23 @@ void flush_locked(const char* reason, size_t cut = SIZE_MAX) {
     capture = make_capture(calls, *storages, offsets, device);
   }
   double seconds_before = compile_seconds(kind);
-  cache::ProgramPtr program =
-      launch(key, kind, calls, *storages, std::move(offsets), device, /*wait=*/false, read_later);
-  if (g_counters.misses != misses) {
+  cache::ProgramPtr program;
+  try {
+    program = launch(key, kind, calls, *storages, std::move(offsets), device, /*wait=*/false, read_later);
+  } catch (const OpError&) {
+    if (calls.size() == 1) throw;
+    // Nothing of the graph ran. Its calls run one by one instead, so that every write recorded
+    // before the op that fails takes effect and the error raised is that op's own; when none
+    // fails (the graph failed as a whole), the graph's work is done all the same.
+    capture.reset();
+    try {
+      run_one_by_one_locked(calls);
+    } catch (...) {
+      for (OpCall& call : rest) record_locked(std::move(call));
+      throw;
+    }
+  }
+  if (program && g_counters.misses != misses) {
     double spent = compile_seconds(kind) - seconds_before;
     g_fused_seconds_per_op = 0.5 * g_fused_seconds_per_op + 0.5 * spent / static_cast<double>(calls.size());
     if (!site.empty()) warn_if_site_keeps_compiling(site);
@@ -380,6 +395,22 @@ void flush_locked(const char* reason, size_t cut = SIZE_MAX) {
     t_capture.result = std::move(capture);
   }
   for (OpCall& call : rest) record_locked(std::move(call));
+}
+
+void run_one_by_one_locked(const std::vector<OpCall>& calls) {
+  // Every storage of the graph stays: a later call may read what an earlier one wrote.
+  KeepSet all;
+  for (const OpCall& call : calls) {
+    for (const auto& view : call.inputs) all.insert(view.storage.get());
+    for (const auto& view : call.destinations) all.insert(view.storage.get());
+  }
+  for (const OpCall& call : calls) {
+    StorageSet storages;
+    std::string key;
+    std::vector<int64_t> offsets;
+    append_call_key(key, call, storages, offsets);
+    launch(key, ProgramKind::PerOp, {call}, storages, std::move(offsets), call.device, /*wait=*/false, all);
+  }
 }
 
 void record_locked(OpCall&& call) {
