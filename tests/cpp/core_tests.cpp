@@ -13,6 +13,7 @@
 #include "distributed/collective_program.h"
 #include "distributed/replica_rendezvous.h"
 #include "hlo/builder.h"
+#include "lowering/view_access.h"
 #include "runtime/compile_options.h"
 #include "runtime/runtime.h"
 
@@ -130,6 +131,21 @@ TEST(compile_options_wire_format) {
   EXPECT(static_cast<unsigned char>(bytes[bytes.size() - 2]) == 0x20);  // portable flag
 }
 
+TEST(compile_option_overrides_are_map_entries_of_field_7) {
+  runtime::CompileOptions options;
+  options.overrides = {{"xla_flag_a", runtime::OptionOverride::Kind::Int, 0},
+                       {"b", runtime::OptionOverride::Kind::Bool, 1}};
+  std::string bytes = runtime::encode_compile_options(options);
+  std::string plain = runtime::encode_compile_options({});
+  EXPECT(bytes.compare(0, plain.size(), plain) == 0);
+  // Field 7 (0x3A), entry {key = 1 (0x0A) "b", value = 2 (0x12) {bool_field = 2 (0x10) 1}}.
+  const std::string bool_entry("\x3A\x07\x0A\x01" "b" "\x12\x02\x10\x01", 9);
+  EXPECT(bytes.size() >= bool_entry.size());
+  EXPECT(bytes.compare(bytes.size() - bool_entry.size(), bool_entry.size(), bool_entry) == 0);
+  // The int override: int_field = 3 (0x18), 0.
+  EXPECT(contains(bytes, std::string("\x0A\x0A" "xla_flag_a" "\x12\x02\x18\x00", 16)));
+}
+
 TEST(compile_options_name_the_replicas_devices) {
   runtime::CompileOptions options;
   options.num_replicas = 2;
@@ -218,6 +234,74 @@ TEST(a_result_in_its_own_shape_serves_as_a_flat_parameter) {
   client.to_host(*consumed.outputs[0], out);
   const float expected[6] = {0, 6, 2, 8, 4, 10};  // [[0,1,2],[3,4,5]] transposed, row-major, doubled
   for (int i = 0; i < 6; ++i) EXPECT(out[i] == expected[i]);
+}
+
+// Runs a one-parameter program on `input` and returns its one f32 result.
+std::vector<float> run_f32(const std::string& text, const std::vector<float>& input,
+                           const std::vector<int64_t>& scalars, const TensorType& result, bool quick) {
+  auto& client = runtime::Client::get();
+  auto exe = quick ? client.compile_quick(text) : client.compile(text);
+  auto in = client.from_host(input.data(), {DType::F32, {static_cast<int64_t>(input.size())}}, 0);
+  std::vector<runtime::BufferPtr> keep{in};
+  std::vector<const runtime::Buffer*> arguments{in.get()};
+  for (int64_t value : scalars) {
+    keep.push_back(client.from_host(&value, {DType::I64, {}}, 0));
+    arguments.push_back(keep.back().get());
+  }
+  auto out = client.execute(*exe, 0, arguments, {result});
+  client.wait(out.done);
+  std::vector<float> host(static_cast<size_t>(numel(result.dims)));
+  client.to_host(*out.outputs[0], host.data());
+  return host;
+}
+
+TEST(quick_compiles_compute_what_full_compiles_do) {
+  if (g_plugin.empty()) return;
+  hlo::Builder b;
+  auto x = b.parameter({DType::F32, {64}});
+  auto y = b.reduce(b.mul(b.unary("stablehlo.exponential", x), x), b.constant(0, DType::F32), {0}, "stablehlo.add");
+  std::string text = b.module_text({y});
+  std::vector<float> input(64);
+  for (int i = 0; i < 64; ++i) input[i] = 0.01f * static_cast<float>(i);
+  auto quick = run_f32(text, input, {}, {DType::F32, {}}, true);
+  auto full = run_f32(text, input, {}, {DType::F32, {}}, false);
+  EXPECT(std::fabs(quick[0] - full[0]) <= 1e-4f * std::fabs(full[0]));
+  EXPECT(runtime::Client::get().quick_compiles());
+}
+
+// Every placement kind (contiguous range, strided slice, permutation, broadcast, gather) read and
+// written at a runtime offset gives what the same view with its offset as a constant gives.
+TEST(views_at_runtime_offsets_equal_views_at_constant_offsets) {
+  if (g_plugin.empty()) return;
+  struct Case {
+    Dims sizes, strides;
+  };
+  const std::vector<Case> cases = {{{2, 3}, {3, 1}}, {{3, 2}, {6, 2}}, {{3, 4}, {1, 3}}, {{3, 4}, {0, 1}},
+                                   {{2, 2}, {5, 3}}, {{4}, {7}}};
+  std::vector<float> base(48);
+  for (int i = 0; i < 48; ++i) base[i] = static_cast<float>(i);
+  for (const Case& c : cases) {
+    for (int64_t offset : {0, 1, 4, 9}) {
+      lowering::ViewLayout layout{c.sizes, c.strides, offset};
+      if (!lowering::offset_is_runtime(layout, 48)) continue;
+      for (bool write : {false, true}) {
+        if (write && (c.strides[0] == 0 || c.strides[1 % c.strides.size()] == 0)) continue;
+        auto build = [&](bool runtime) {
+          hlo::Builder b;
+          auto x = b.parameter({DType::F32, {48}});
+          hlo::Value start = runtime ? b.parameter({DType::I64, {}}) : hlo::Value{};
+          auto view = lowering::read_view(b, x, layout, start);
+          if (!write) return b.module_text({view});
+          auto doubled = b.add(view, view);
+          return b.module_text({lowering::write_view(b, x, doubled, layout, start)});
+        };
+        TensorType result{DType::F32, write ? Dims{48} : c.sizes};
+        auto constant = run_f32(build(false), base, {}, result, true);
+        auto runtime = run_f32(build(true), base, {offset}, result, true);
+        EXPECT(constant == runtime);
+      }
+    }
+  }
 }
 
 TEST(runtime_reports_compile_errors_with_pjrt_message) {
