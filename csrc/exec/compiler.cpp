@@ -27,11 +27,7 @@ constexpr int64_t kQuickPerOpElementsLimit = kUpgradeElements;
 constexpr size_t kMedianWindow = 4096;
 
 double slow_compile_seconds() {
-  static const double seconds = [] {
-    const char* env = std::getenv("TORCH_TPU_SLOW_COMPILE_SECONDS");
-    double value = env ? std::atof(env) : 0;
-    return value > 0 ? value : 10.0;
-  }();
+  static const double seconds = seconds_from_environment("TORCH_TPU_SLOW_COMPILE_SECONDS", 10.0);
   return seconds;
 }
 
@@ -129,6 +125,12 @@ class Upgrader {
 };
 
 }  // namespace
+
+double seconds_from_environment(const char* name, double fallback) {
+  const char* env = std::getenv(name);
+  double value = env ? std::atof(env) : 0;
+  return value > 0 ? value : fallback;
+}
 
 const char* kind_name(ProgramKind kind) {
   switch (kind) {

@@ -22,6 +22,9 @@ enum class ProgramKind : uint8_t { PerOp = 0, FusedGraph = 1, CompiledGraph = 2 
 constexpr int kProgramKinds = 3;
 const char* kind_name(ProgramKind kind);  // "per_op", "fused_graph", "compiled_graph"
 
+// A positive number of seconds from the environment variable `name`, else `fallback`.
+double seconds_from_environment(const char* name, double fallback);
+
 // Compiles `program`'s text into program.executable, quick or full as its kind and size say, and
 // counts it. A compile slower than the threshold (TORCH_TPU_SLOW_COMPILE_SECONDS, default 10)
 // warns once per kind, naming what `origin()` describes (the ops and user lines it came from).

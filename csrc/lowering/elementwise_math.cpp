@@ -612,7 +612,18 @@ TPU_LOWERING("fmod", lower_fmod);
 std::vector<Value> lower_pow(Context& ctx) {
   ElementwiseResult r = result_of(ctx);
   if (r.dtype == DType::Bool) throw Unsupported("pow with a bool result");
-  return finish(ctx, r, op(ctx.b, "power", arg_as(ctx, 0, r), arg_as(ctx, 1, r)));
+  Builder& b = ctx.b;
+  Value x = arg_as(ctx, 0, r), y = arg_as(ctx, 1, r);
+  if (!is_integral(r.dtype) || is_unsigned(r.dtype)) return finish(ctx, r, op(b, "power", x, y));
+  // An integer to a negative power is left to the implementation by StableHLO (XLA's emitters
+  // disagree); PyTorch's is 1 for a base of 1, +-1 for -1 by the exponent's parity, else 0.
+  Value zero = splat(b, 0, y), one = splat(b, 1, x);
+  Value non_negative = op(b, "power", x, b.max(y, zero));
+  Value odd = b.compare(op(b, "remainder", y, splat(b, 2, y)), zero, "NE");
+  Value minus_one = b.compare(x, splat(b, -1, x), "EQ");
+  Value of_negative = b.select(b.compare(x, one, "EQ"), one,
+                               b.select(minus_one, b.select(odd, splat(b, -1, x), one), splat(b, 0, x)));
+  return finish(ctx, r, b.select(b.compare(y, zero, "LT"), of_negative, non_negative));
 }
 TPU_LOWERING("pow", lower_pow);
 

@@ -234,6 +234,8 @@ void Client::load() {
     CompileOptions quick;
     quick.overrides = quick_compile_overrides();
     quick_compile_options_ = encode_compile_options(quick);
+    const char* quick_env = std::getenv("TORCH_TPU_QUICK_COMPILE");
+    if (quick_env && std::string(quick_env) == "0") quick_compiles_ = false;
     return;
   }
   throw NoPluginError(std::string(kInstallHint) + "\nTried:" + tried);

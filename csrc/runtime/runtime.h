@@ -129,7 +129,8 @@ class Client {
 
   ExecutablePtr compile(const std::string& mlir_text);
   // Compiled with quick_compile_overrides(): cheap to build, slower to run. A plugin that rejects
-  // the overrides gets the full compile, now and from then on (quick_compiles() turns false).
+  // the overrides gets the full compile, now and from then on (quick_compiles() turns false), and
+  // so does every compile with TORCH_TPU_QUICK_COMPILE=0.
   ExecutablePtr compile_quick(const std::string& mlir_text);
   bool quick_compiles() const { return quick_compiles_; }
   ExecutablePtr deserialize(const std::string& bytes);
