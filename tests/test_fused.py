@@ -97,6 +97,14 @@ def test_forward_backward_and_optimizer_become_one_program():
     assert executions == 1 and reasons == {"host access": 1}, (executions, reasons)
 
 
+def _run_where_exp_cannot_compile(code):
+    """Runs `code` in a process whose programs containing aten::exp fail to compile."""
+    env = dict(os.environ, TORCH_TPU_INJECT_COMPILE_FAILURE="exp")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
 def test_compile_error_names_the_recorded_op_and_its_line():
     code = (
         "import torch, torch_tpu\n"
@@ -108,9 +116,7 @@ def test_compile_error_names_the_recorded_op_and_its_line():
         "    z.sum().item()  # line 7: the graph runs here\n"
         "except RuntimeError as e:\n"
         "    print('ERROR', e)\n")
-    env = dict(os.environ, TORCH_TPU_INJECT_COMPILE_FAILURE="exp")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert result.returncode == 0, result.stderr
+    result = _run_where_exp_cannot_compile(code)
     assert "ERROR" in result.stdout and "aten::exp" in result.stdout, result.stdout
     assert "<string>:4" in result.stdout
 
@@ -135,9 +141,7 @@ def test_a_graph_that_fails_to_compile_keeps_every_write_before_the_failing_op(p
         "except RuntimeError as e:\n"
         "    error = str(e)\n"
         "print(json.dumps({'error': error, 'a': a.tolist(), 'b': b.tolist(), 'c': c.tolist()}))\n")
-    env = dict(os.environ, TORCH_TPU_INJECT_COMPILE_FAILURE="exp")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert result.returncode == 0, result.stderr
+    result = _run_where_exp_cannot_compile(code)
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert "aten::exp" in out["error"] and "<string>:7" in out["error"], out["error"]
     # CPU reference: the writes recorded before the failing op, and none after it.

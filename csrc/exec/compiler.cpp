@@ -178,7 +178,7 @@ void compile_program(cache::Program& program, const std::string& text, int64_t w
   if (!warn) return;
   static const char* advice[kProgramKinds] = {
       "a per-op program should compile in milliseconds; report this op",
-      "a host read (.item(), .cpu()) or torch_tpu.synchronize() inside a long loop cuts the graph "
+      "a host read (.item(), .tolist()) or torch_tpu.synchronize() inside a long loop cuts the graph "
       "where the loop repeats, and TORCH_TPU_FUSED_COMPILE_BUDGET_S bounds a graph's size by its "
       "expected compile time",
       "a smaller compiled region (torch.compile on a submodule or one layer) compiles faster, and "
