@@ -49,9 +49,8 @@ struct PendingGraph {
   std::string key;
   std::vector<int64_t> offsets;  // the views' runtime offsets, as append_call_key lists them
   std::string last_location;
-  // Per call: its structure without storage positions (call_signature), and where its part of
-  // the key and of the offsets ends, so that the graph can be cut after any call.
-  std::vector<uint64_t> signatures;
+  // Per call: where its part of the key and of the offsets ends, so that the graph can be cut
+  // after any call.
   std::vector<size_t> key_ends, offsets_ends;
 } g_graph;
 uint64_t g_next_graph_epoch = 1;
@@ -91,11 +90,14 @@ int64_t fused_op_bound() {
 // Where to cut a graph that reached its bound: at the last place where the ops that started it
 // start again (a loop body's first ops), so that the next graph begins where this one began and
 // a loop with no host read becomes the same program run again; at the end when nothing repeats.
-size_t repeat_point(const std::vector<uint64_t>& signatures) {
+// The signatures are computed here, once per cut, not while recording.
+size_t repeat_point(const std::vector<OpCall>& calls) {
   constexpr size_t kWindow = 8;
-  size_t n = signatures.size();
+  size_t n = calls.size();
   size_t window = std::min(kWindow, n / 4);
   if (window == 0) return n;
+  std::vector<uint64_t> signatures(n);
+  for (size_t i = 0; i < n; ++i) signatures[i] = call_signature(calls[i]);
   for (size_t i = n - window; i >= n / 4 && i > 0; --i) {
     if (std::equal(signatures.begin(), signatures.begin() + window, signatures.begin() + i)) return i;
   }
@@ -439,12 +441,11 @@ void record_locked(OpCall&& call) {
     if (dest.storage) dest.storage->graph_epoch = g_graph.epoch;
   }
   g_graph.last_location = call.location;
-  g_graph.signatures.push_back(call_signature(call));
   g_graph.key_ends.push_back(g_graph.key.size());
   g_graph.offsets_ends.push_back(g_graph.offsets.size());
   g_graph.calls.push_back(std::move(call));
   if (static_cast<int64_t>(g_graph.calls.size()) >= fused_op_bound()) {
-    flush_locked("pending-op bound", repeat_point(g_graph.signatures));
+    flush_locked("pending-op bound", repeat_point(g_graph.calls));
   }
 }
 

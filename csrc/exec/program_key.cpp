@@ -49,7 +49,6 @@ int32_t StorageSet::find(const Storage* s) const { return s->set_epoch == epoch_
 uint64_t call_signature(const OpCall& call) {
   std::string text = call.name + '.' + call.overload;
   text.push_back('\0');
-  std::vector<int64_t> ignored;
   for_each_view(call, [&](const TensorView& view, int32_t slot) {
     append_int(text, slot);
     text.push_back(static_cast<char>(view.dtype));

@@ -161,8 +161,9 @@ bool offset_is_runtime(const ViewLayout& layout, int64_t base_length) {
   for (int64_t stride : layout.strides) {
     if (stride < 0) return false;
   }
-  if (layout.offset < 0 || layout.offset + span(layout) > base_length) return false;
-  return !(layout.offset == 0 && span(layout) == base_length && is_contiguous(layout));
+  int64_t reach = span(layout);
+  if (layout.offset < 0 || layout.offset + reach > base_length) return false;
+  return !(layout.offset == 0 && reach == base_length && is_contiguous(layout));
 }
 
 ViewLayout dense_layout(const Dims& sizes, int64_t offset) {
