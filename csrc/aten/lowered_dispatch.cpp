@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "aten/argument_checks.h"
 #include "aten/lowered_dispatch.h"
 #include "aten/tpu_tensor.h"
 
@@ -78,6 +79,7 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 struct PendingCheck {
   at::Tensor flag;
   std::string op;
+  std::string message;  // a RuntimeError's; empty: the index error of raise_index_error
 };
 std::mutex g_checks_mutex;
 std::vector<PendingCheck> g_checks;
@@ -89,17 +91,20 @@ std::vector<PendingCheck> g_checks;
                                                        "aten::max_unpool2d", "aten::max_unpool3d"};
   std::string base = op.substr(0, op.find('.'));
   if (!base.empty() && base.back() == '_') base.pop_back();
+  TORCH_CHECK_INDEX(base != "aten::nll_loss_forward" && base != "aten::nll_loss2d_forward",
+                    "Target is out of bounds: a target is neither a class index in [0, classes) nor "
+                    "ignore_index (found by the tpu device when ", op, " ran)");
   std::string message = op + ": index out of range in self (an index lies outside the dimension it "
                         "indexes; found by the tpu device when the op ran)";
   if (runtime_errors.count(base)) TORCH_CHECK(false, message);
   TORCH_CHECK_INDEX(false, message);
 }
 
-void note_check(const at::Tensor& flag, const std::string& op) {
+void note_check(const at::Tensor& flag, const std::string& op, const std::string& message = {}) {
   size_t pending;
   {
     std::lock_guard<std::mutex> lock(g_checks_mutex);
-    g_checks.push_back({flag, op});
+    g_checks.push_back({flag, op, message});
     pending = g_checks.size();
   }
   // Each pending flag keeps a one-byte device buffer alive; a program that never syncs is read
@@ -574,25 +579,6 @@ c10::optional<std::vector<ResultShape>> run_meta(const c10::OperatorHandle& op, 
   return shapes;
 }
 
-// Checks that PyTorch makes in CPU kernels rather than in meta functions, so the meta call alone
-// would let them pass.
-void check_like_cpu_kernels(const exec::OpCall& call) {
-  static const std::set<std::string> same_dtype_ops = {"mm", "bmm", "addmm", "addmm_", "baddbmm", "baddbmm_",
-                                                        "addbmm", "dot", "vdot", "mv", "addmv"};
-  if (!same_dtype_ops.count(call.name)) return;
-  const exec::TensorView* first = nullptr;
-  for (const auto& arg : call.args) {
-    if (arg.kind != Arg::Kind::Tensor) continue;
-    const exec::TensorView& view = call.inputs[arg.slot];
-    if (!first) {
-      first = &view;
-      continue;
-    }
-    TORCH_CHECK(view.dtype == first->dtype, "expected m1 and m2 to have the same dtype, but got: ",
-                to_scalar_type(first->dtype), " != ", to_scalar_type(view.dtype));
-  }
-}
-
 // Runs `op` through its lowering; false when it has to go to the CPU instead.
 bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const lowering::Entry* entry) {
   const size_t num_args = op.schema().arguments().size();
@@ -603,7 +589,6 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   } catch (const NotLowerable&) {
     return false;
   }
-  check_like_cpu_kernels(builder.call());
   MetaCache::Shapes shapes = meta_cache().find(builder.meta_key());
   if (!shapes) {
     auto computed = run_meta(op, builder);
@@ -660,6 +645,7 @@ void expand_mask_indices(const c10::OperatorHandle& op, torch::jit::Stack* stack
 
 void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& name = op.schema().name();
+  check_arguments_like_cpu(op, torch::jit::last(*stack, op.schema().arguments().size()));
   if (name == "aten::index") expand_mask_indices(op, stack);
   if (name.rfind("aten::", 0) == 0) {
     if (const lowering::Entry* entry = lowering::find_lowering(name.substr(6))) {
@@ -671,7 +657,9 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 }  // namespace
 
-void note_device_check(const at::Tensor& flag, const std::string& op) { note_check(flag, op); }
+void note_device_check(const at::Tensor& flag, const std::string& op, const std::string& message) {
+  note_check(flag, op, message);
+}
 
 std::unordered_map<const exec::Storage*, std::string> pending_device_checks() {
   std::unordered_map<const exec::Storage*, std::string> ops;
@@ -699,7 +687,9 @@ void raise_device_errors() {
   }
   if (!any) return;
   for (const auto& check : checks) {
-    if (check.flag.item<bool>()) raise_index_error(check.op);
+    if (!check.flag.item<bool>()) continue;
+    TORCH_CHECK(check.message.empty(), check.message);
+    raise_index_error(check.op);
   }
 }
 

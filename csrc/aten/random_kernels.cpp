@@ -9,6 +9,8 @@
 
 #include <limits>
 
+#include "aten/lowered_dispatch.h"
+
 namespace {
 
 // A uniformly random permutation is the order that sorts i.i.d. uniform keys. 64-bit keys make a
@@ -42,9 +44,26 @@ at::Tensor multinomial_draw(const at::Tensor& self, int64_t num_samples, bool re
   int64_t categories = self.size(-1);
   TORCH_CHECK(replacement || num_samples <= categories,
               "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
-  // As on CUDA, the values (negative, non-finite or all-zero rows) are not checked here: that
-  // would make the host wait for the device on every call, e.g. every token of generate().
   at::Tensor probs = self.dim() == 1 ? self.unsqueeze(0) : self;
+  // CPU checks the values on the host; reading them here would make every call (every token of
+  // generate()) wait for the device, so the device computes one flag per check and the next host
+  // read raises (debug mode: this call).
+  // CPU's messages differ between its two kernels (with replacement and more than one sample,
+  // or not); a NaN fails "entry >= 0" in the first.
+  if (probs.numel() > 0) {
+    if (replacement && num_samples > 1) {
+      tpu::aten::note_device_check(probs.ge(0).logical_not().any(), "aten::multinomial",
+                                   "invalid multinomial distribution (encountering probability entry < 0)");
+      tpu::aten::note_device_check(probs.isinf().any(), "aten::multinomial",
+                                   "invalid multinomial distribution (encountering probability entry = "
+                                   "infinity or NaN)");
+    } else {
+      tpu::aten::note_device_check((probs.isfinite().logical_not() | probs.lt(0)).any(), "aten::multinomial",
+                                   "probability tensor contains either `inf`, `nan` or element < 0");
+    }
+    tpu::aten::note_device_check(probs.sum(-1).le(0).any(), "aten::multinomial",
+                                 "invalid multinomial distribution (sum of probabilities <= 0)");
+  }
   at::Tensor samples;
   if (!replacement) {
     // Exponential race: category i finishes at E_i / p_i with E_i ~ Exp(1); the first k to

@@ -327,14 +327,31 @@ NllPicks nll_picks(Context& ctx, Value input, size_t target_index, size_t weight
   return {class_dim, chosen, class_weight, sample_weight};
 }
 
+// The checked lowering's flag: a target that is neither a class nor ignore_index (CPU raises;
+// the picks would silently drop the sample).
+Value any_target_out_of_range(Builder& b, Value target, int64_t classes, int64_t ignore_index) {
+  if (numel(b.dims(target)) == 0) return b.constant(0, DType::Bool);
+  Value t = b.convert(target, DType::I64);
+  TensorType type = b.type(t);
+  Value outside = b.binary("stablehlo.or", b.compare(t, b.zeros(type), "LT"),
+                           b.compare(t, b.full(static_cast<double>(classes), type), "GE"));
+  Value bad = b.binary("stablehlo.and", outside,
+                       b.compare(t, b.full(static_cast<double>(ignore_index), type), "NE"));
+  if (b.rank(bad) == 0) return bad;
+  return b.reduce(bad, b.constant(0, DType::Bool), all_dims(b.rank(bad)), "stablehlo.or");
+}
+
 // nll_loss_forward / nll_loss2d_forward(self, target, weight?, reduction, ignore_index)
-// -> (output, total_weight)
+// -> (output, total_weight), and the flag of a target out of range
 std::vector<Value> lower_nll_loss_forward(Context& ctx) {
   Builder& b = ctx.b;
   DType acc = compute_type(ctx, 0);
   Value input = b.convert(ctx.tensor(0), acc);
   Reduction reduction = reduction_arg(ctx, 3);
-  NllPicks p = nll_picks(ctx, input, 1, 2, ctx.int_arg(4, -100));
+  int64_t ignore_index = ctx.int_arg(4, -100);
+  int64_t class_dim = b.rank(input) == 1 ? 0 : 1;
+  Value bad = any_target_out_of_range(b, ctx.tensor(1), b.dims(input)[class_dim], ignore_index);
+  NllPicks p = nll_picks(ctx, input, 1, 2, ignore_index);
   Value zeros = b.zeros(b.type(input));
   Value weighted = b.select(p.chosen, b.mul(input, p.class_weight), zeros);
   Value picked = sum_over(b, weighted, {p.class_dim});
@@ -342,13 +359,13 @@ std::vector<Value> lower_nll_loss_forward(Context& ctx) {
   if (reduction == kNone) {
     // PyTorch reports the weight of a lone sample, and 0 for a batch.
     Value total_weight = b.rank(input) == 1 ? p.sample_weight : b.zeros(ctx.out_type(1));
-    return {as_output(ctx, loss, 0), as_output(ctx, total_weight, 1)};
+    return {as_output(ctx, loss, 0), as_output(ctx, total_weight, 1), bad};
   }
   Dims all = all_dims(b.rank(loss));
   Value total_weight = sum_over(b, p.sample_weight, all);
   Value total = sum_over(b, loss, all);
   if (reduction == kMean) total = b.div(total, total_weight);
-  return {as_output(ctx, total, 0), as_output(ctx, total_weight, 1)};
+  return {as_output(ctx, total, 0), as_output(ctx, total_weight, 1), bad};
 }
 
 // nll_loss_backward / nll_loss2d_backward(grad_output, self, target, weight?, reduction,
@@ -613,8 +630,8 @@ TPU_LOWERING("_native_batch_norm_legit", lower_native_batch_norm_legit);
 TPU_LOWERING("_native_batch_norm_legit_no_training", lower_native_batch_norm_legit_no_training);
 TPU_LOWERING("_native_batch_norm_legit_functional", lower_native_batch_norm_legit_functional);
 TPU_LOWERING("native_batch_norm_backward", lower_native_batch_norm_backward);
-TPU_LOWERING("nll_loss_forward", lower_nll_loss_forward);
-TPU_LOWERING("nll_loss2d_forward", lower_nll_loss_forward);
+TPU_CHECKED_LOWERING("nll_loss_forward", lower_nll_loss_forward);
+TPU_CHECKED_LOWERING("nll_loss2d_forward", lower_nll_loss_forward);
 TPU_LOWERING("nll_loss_backward", lower_nll_loss_backward);
 TPU_LOWERING("nll_loss2d_backward", lower_nll_loss_backward);
 TPU_LOWERING("mse_loss", lower_mse_loss);

@@ -1,0 +1,133 @@
+#include "aten/argument_checks.h"
+
+#include <ATen/MemoryOverlap.h>
+#include <ATen/Tensor.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace tpu::aten {
+
+namespace {
+
+constexpr auto kTpu = c10::DeviceType::PrivateUse1;
+
+bool is_tensor_list_type(const c10::Argument& argument) {
+  auto list = argument.real_type()->cast<c10::ListType>();
+  return list && list->getElementType()->kind() == c10::TypeKind::TensorType;  // not Tensor?[]
+}
+
+// Every tensor among the arguments, with whether the op writes it.
+struct TensorArgument {
+  const at::Tensor* tensor;
+  bool written;
+};
+
+std::vector<TensorArgument> tensor_arguments(const c10::FunctionSchema& schema, at::ArrayRef<c10::IValue> args) {
+  std::vector<TensorArgument> tensors;
+  for (size_t i = 0; i < args.size() && i < schema.arguments().size(); ++i) {
+    const auto& info = schema.arguments()[i].alias_info();
+    bool written = info && info->isWrite();
+    const c10::IValue& value = args[i];
+    if (value.isTensor()) {
+      if (value.toTensor().defined()) tensors.push_back({&value.toTensor(), written});
+    } else if (value.isTensorList()) {
+      for (const c10::IValue& entry : value.toListRef()) {
+        if (entry.isTensor() && entry.toTensor().defined()) tensors.push_back({&entry.toTensor(), written});
+      }
+    }
+  }
+  return tensors;
+}
+
+// A tensor list (cat, stack, the _foreach ops) mixing devices: CUDA's device check raises; the CPU
+// fallback would quietly copy the other device's tensors. 0-dim CPU tensors pass, as scalars do.
+void check_list_devices(const c10::FunctionSchema& schema, at::ArrayRef<c10::IValue> args) {
+  for (size_t i = 0; i < args.size() && i < schema.arguments().size(); ++i) {
+    if (!args[i].isTensorList() || !is_tensor_list_type(schema.arguments()[i])) continue;
+    const at::Tensor* device_tensor = nullptr;
+    const at::Tensor* other = nullptr;
+    for (const c10::IValue& entry : args[i].toListRef()) {
+      const at::Tensor& t = entry.toTensor();
+      if (!t.defined()) continue;
+      if (t.device().type() == kTpu) {
+        if (!device_tensor) device_tensor = &t;
+      } else if (!other && !(t.dim() == 0 && t.device().is_cpu())) {
+        other = &t;
+      }
+    }
+    TORCH_CHECK(!device_tensor || !other, "Expected all tensors to be on the same device, but found at least two "
+                "devices, ", device_tensor->device(), " and ", other->device(), "! (when checking argument ",
+                schema.arguments()[i].name(), " of ", schema.name(), ")");
+  }
+}
+
+// ATen's memory-overlap rule (TensorIterator and most out= kernels): a written tensor may be an
+// input itself, but must not share only some of its elements with one.
+void check_overlap(const std::vector<TensorArgument>& tensors) {
+  for (const auto& written : tensors) {
+    if (!written.written || written.tensor->device().type() != kTpu) continue;
+    for (const auto& input : tensors) {
+      if (input.written || input.tensor->device().type() != kTpu) continue;
+      at::assert_no_partial_overlap(*written.tensor, *input.tensor);
+    }
+  }
+}
+
+// A full max() / min() has no identity to return for an empty tensor.
+void check_full_reduction_of_empty(const c10::FunctionSchema& schema, at::ArrayRef<c10::IValue> args) {
+  static const std::set<std::string> names = {"aten::max", "aten::min"};
+  const std::string& overload = schema.overload_name();
+  if (!names.count(schema.name()) || !(overload.empty() || overload == "unary_out")) return;
+  if (args.empty() || !args[0].isTensor()) return;
+  TORCH_CHECK(args[0].toTensor().numel() != 0, schema.name().substr(6), "(): Expected reduction dim to be "
+              "specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+}
+
+// index_put converts nothing: the values must have the destination's dtype.
+void check_index_put_dtypes(const c10::FunctionSchema& schema, at::ArrayRef<c10::IValue> args) {
+  const std::string& name = schema.name();
+  if (name != "aten::index_put" && name != "aten::index_put_" && name != "aten::_index_put_impl" &&
+      name != "aten::_index_put_impl_") {
+    return;
+  }
+  if (args.size() < 3 || !args[0].isTensor() || !args[2].isTensor()) return;
+  const at::Tensor& self = args[0].toTensor();
+  const at::Tensor& values = args[2].toTensor();
+  TORCH_CHECK(self.scalar_type() == values.scalar_type(), "Index put requires the source and destination dtypes "
+              "match, got ", self.scalar_type(), " for the destination and ", values.scalar_type(),
+              " for the source.");
+}
+
+// Matrix products do not promote (their meta functions allow mixed dtypes).
+void check_matmul_dtypes(const c10::FunctionSchema& schema, const std::vector<TensorArgument>& tensors) {
+  static const std::set<std::string> same_dtype_ops = {"aten::mm", "aten::bmm", "aten::addmm", "aten::addmm_",
+                                                        "aten::baddbmm", "aten::baddbmm_", "aten::addbmm",
+                                                        "aten::dot", "aten::vdot", "aten::mv", "aten::addmv"};
+  if (!same_dtype_ops.count(schema.name())) return;
+  const at::Tensor* first = nullptr;
+  for (const auto& t : tensors) {
+    if (t.written && schema.overload_name() == "out") continue;
+    if (!first) {
+      first = t.tensor;
+      continue;
+    }
+    TORCH_CHECK(t.tensor->scalar_type() == first->scalar_type(), "expected m1 and m2 to have the same dtype, "
+                "but got: ", first->scalar_type(), " != ", t.tensor->scalar_type());
+  }
+}
+
+}  // namespace
+
+void check_arguments_like_cpu(const c10::OperatorHandle& op, at::ArrayRef<c10::IValue> args) {
+  const c10::FunctionSchema& schema = op.schema();
+  check_list_devices(schema, args);
+  std::vector<TensorArgument> tensors = tensor_arguments(schema, args);
+  check_overlap(tensors);
+  check_full_reduction_of_empty(schema, args);
+  check_index_put_dtypes(schema, args);
+  check_matmul_dtypes(schema, tensors);
+}
+
+}  // namespace tpu::aten
