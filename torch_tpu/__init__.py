@@ -44,6 +44,9 @@ def _register():
     _autograd_shutdown.register()
     from . import _meta
     _meta.register()
+    from . import _dynamo_device, _interop
+    _dynamo_device.install()
+    _interop.install()
     # init_process_group("tpu_dist") must work right after `import torch`, as "nccl" does.
     from . import distributed
     distributed._register()

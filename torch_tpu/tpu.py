@@ -42,14 +42,23 @@ def current_device():
 
 
 def _index(device):
+    """The index `device` names (None: the current device). An index with no device behind it
+    raises RuntimeError, as CUDA's calls do for an invalid device ordinal."""
     if device is None:
         return current_device()
     if isinstance(device, int):
-        return device
-    device = torch.device(device)
-    if device.type != "tpu":
-        raise ValueError(f"expected a tpu device, got {device}")
-    return device.index if device.index is not None else current_device()
+        index = device
+    else:
+        device = torch.device(device)
+        if device.type != "tpu":
+            raise ValueError(f"expected a tpu device, got {device}")
+        if device.index is None:
+            return current_device()
+        index = device.index
+    count = device_count()
+    if not 0 <= index < count:
+        raise RuntimeError(f"tpu device index {index} is out of range: {count} device(s) available")
+    return index
 
 
 def set_device(device):
@@ -85,15 +94,23 @@ def platform():
     return _C._platform()
 
 
+def _properties_index(device):
+    # torch.cuda.get_device_properties and the calls built on it assert a valid id.
+    try:
+        return _index(device)
+    except RuntimeError:
+        raise AssertionError("Invalid device id") from None
+
+
 def get_device_name(device=None):
     _lazy_init()
-    kind, platform_name = _C._device_kind(_index(device)), _C._platform()
+    kind, platform_name = _C._device_kind(_properties_index(device)), _C._platform()
     return f"XLA {platform_name.upper()}" if kind.lower() == platform_name else kind
 
 
 def get_device_properties(device=None):
     _lazy_init()
-    index = _index(device)
+    index = _properties_index(device)
     return {"name": _C._device_kind(index), "platform": _C._platform(),
             "platform_version": _C._platform_version(), "index": index}
 
@@ -142,7 +159,8 @@ def set_rng_state_all(states):
 
 
 def _is_in_bad_fork():
-    return False
+    """True in a process forked after the device was used: there the device cannot be used."""
+    return _C._is_in_bad_fork()
 
 
 # Memory. allocated: bytes of live device buffers (what programs' results really hold; a fused
@@ -186,6 +204,104 @@ def empty_cache():
     """Storages free their device memory as soon as they die; nothing is held back to release."""
 
 
+def ipc_collect():
+    """Nothing to collect: tpu tensors are never shared with other processes."""
+
+
+def mem_get_info(device=None):
+    """(free, total) bytes, like torch.cuda.mem_get_info: the plugin's memory limit for the device
+    or this process's cap (set_per_process_memory_fraction; for the CPU plugin, the host's
+    memory), whichever is tighter, and what is left of it."""
+    _lazy_init()
+    return torch.accelerator.get_memory_info(torch.device("tpu", _index(device)))
+
+
+def memory_snapshot():
+    """The live allocations, in the shape torch.cuda.memory_snapshot() gives: one segment per
+    device holding everything allocated there (each storage is its own device buffer, so there
+    is no pool to break down)."""
+    segments = []
+    for index in range(device_count()):
+        stats = memory_stats(index)
+        reserved = stats["reserved_bytes.all.current"]
+        if reserved == 0:
+            continue
+        segments.append({
+            "device": index, "address": 0, "total_size": reserved,
+            "allocated_size": stats["allocated_bytes.all.current"], "active_size": reserved,
+            "requested_size": reserved, "stream": 0, "segment_type": "large",
+            "blocks": [{"size": reserved, "requested_size": reserved, "address": 0,
+                        "state": "active_allocated"}],
+        })
+    return segments
+
+
+def host_memory_stats():
+    """Statistics of the pinned host memory that Tensor.pin_memory() and
+    DataLoader(pin_memory=True) allocate for the tpu device."""
+    return dict(_C._host_memory_stats())
+
+
+def reset_peak_host_memory_stats():
+    _C._reset_peak_host_memory_stats()
+
+
+def get_device_capability(device=None):
+    """(major, minor) as CUDA numbers its architectures. TPUs and PJRT devices have no such
+    numbering: (0, 0), so that code comparing against a CUDA capability takes its generic path.
+    torch.accelerator.get_device_capability() gives the supported dtypes."""
+    _lazy_init()
+    _properties_index(device)
+    return (0, 0)
+
+
+def get_arch_list():
+    """The device architectures this build has kernels for: one XLA platform, compiled at run
+    time for whatever device the plugin drives."""
+    if not is_available():
+        return []
+    return [f"xla_{platform()}"]
+
+
+OutOfMemoryError = torch.OutOfMemoryError
+
+
+def device_of(obj):
+    """Context manager that makes `obj`'s tpu device current (no change for CPU tensors)."""
+    if isinstance(obj, torch.Tensor) and obj.device.type == "tpu":
+        return device(obj.device.index)
+    return contextlib.nullcontext()
+
+
+# CUDA graphs record a stream's kernels once and replay them. The tpu device gets the same effect
+# from compiled programs, so the capture API says what to use instead of pretending to capture.
+_GRAPHS_INSTEAD = ("CUDA-style graph capture does not exist for the tpu device: a program is already "
+                   "compiled once and replayed. Use torch.compile(model, backend='tpu') (a compiled "
+                   "graph replays as one program) or the defer_and_fuse eager mode "
+                   "(torch_tpu.set_eager_mode('defer_and_fuse')) instead.")
+
+
+def is_current_stream_capturing():
+    return False
+
+
+class CUDAGraph:
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError(_GRAPHS_INSTEAD)
+
+
+TPUGraph = CUDAGraph
+
+
+class graph:
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError(_GRAPHS_INSTEAD)
+
+
+def make_graphed_callables(*args, **kwargs):
+    raise RuntimeError(_GRAPHS_INSTEAD)
+
+
 # Streams and events: the generic torch.Stream / torch.Event on the tpu device. All streams of a
 # device feed one queue that runs programs as their data dependencies allow, so ordering through
 # events holds; Event(enable_timing=True).elapsed_time measures when device work finished.
@@ -220,18 +336,28 @@ def set_stream(stream):
     torch.accelerator.set_stream(stream)
 
 
-@contextlib.contextmanager
+class StreamContext:
+    """Makes `stream` the current stream of its device inside the block (None: no change)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.previous = None
+
+    def __enter__(self):
+        if self.stream is not None:
+            self.previous = current_stream(self.stream.device)
+            set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            set_stream(self.previous)
+        return False
+
+
 def stream(s):
     """Makes `s` the current stream of its device inside the block (None: no change)."""
-    if s is None:
-        yield
-        return
-    previous = current_stream(s.device)
-    set_stream(s)
-    try:
-        yield
-    finally:
-        set_stream(previous)
+    return StreamContext(s)
 
 
 def memory_summary(device=None, abbreviated=False):

@@ -2,6 +2,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <torch/library.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/GeneratorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -12,6 +13,7 @@
 #include <mutex>
 #include <random>
 
+#include "aten/pinned_memory.h"
 #include "aten/tpu_tensor.h"
 #include "exec/device_queue.h"
 
@@ -39,6 +41,17 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void uncheckedSetDevice(c10::Device device) const noexcept override {
     if (device.index() >= 0) set_current_device(device.index());
+  }
+  // The dtypes a tpu storage holds (every PJRT element type PyTorch has): not the quantized ones.
+  c10::DeviceCapability getDeviceCapability(c10::Device) const override {
+    c10::DeviceCapability capability;
+    capability.capability_data.capability_bits = 0;
+    for (c10::ScalarType type : {c10::kBool, c10::kByte, c10::kChar, c10::kShort, c10::kInt, c10::kLong,
+                                 c10::kUInt16, c10::kUInt32, c10::kUInt64, c10::kHalf, c10::kBFloat16,
+                                 c10::kFloat, c10::kDouble, c10::kComplexFloat, c10::kComplexDouble}) {
+      capability.capability_data.capability_bits |= uint64_t{1} << static_cast<int>(type);
+    }
+    return capability;
   }
   // Streams: every stream of a device feeds the same PJRT queue, where programs run in the order
   // their data dependencies dictate, so work ordered by events across streams stays ordered.
@@ -210,13 +223,16 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
     return default_generator(device < 0 ? current_device() : device);
   }
   at::Generator getNewGenerator(c10::DeviceIndex device) const override {
+    int count = device_count();
+    TORCH_CHECK(device < count, "tpu device index ", static_cast<int>(device), " is out of range: ", count,
+                " device(s) available");
     return at::make_generator<TpuGenerator>(device < 0 ? current_device() : device);
   }
   at::Device getDeviceFromPtr(void*) const override {
     return at::Device(kTpu, static_cast<c10::DeviceIndex>(current_device()));
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  at::Allocator* getPinnedMemoryAllocator() const override { return at::getCPUAllocator(); }
+  bool isPinnedPtr(const void* data) const override { return is_pinned_pointer(data); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return pinned_memory_allocator(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override;
 };
 
@@ -234,6 +250,23 @@ void resize_storage_bytes(const c10::Storage& storage, size_t newsize);
 void TpuHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const {
   resize_storage_bytes(storage, newsize);
 }
+
+namespace {
+
+// Quantized tensors moved to tpu (quantize_per_tensor(...).to("tpu")) reach this dispatch key
+// first; without it the user would see "Could not run 'aten::empty_quantized' ..." from deep inside
+// the dispatcher.
+void refuse_quantized(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().name(), ": quantized tensors (torch.qint8, torch.quint8, "
+                              "torch.qint32, ...) are not supported on the tpu device. Dequantize first "
+                              "(q.dequantize().to(\"tpu\")), or keep quantized work on the CPU.");
+}
+
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_quantized>());
+}
+
+}  // namespace
 
 void register_hooks() {
   static TpuHooks hooks;

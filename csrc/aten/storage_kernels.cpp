@@ -2,6 +2,7 @@
 // resizing and re-pointing storages, and copies across the host/device boundary.
 #include <ATen/EmptyTensor.h>
 #include <ATen/InferSize.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/TensorUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/_conj.h>
@@ -172,6 +173,9 @@ const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
 
 at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset, at::IntArrayRef size,
                         at::IntArrayRef given_stride) {
+  TORCH_CHECK(source.device() == self.device(), "Attempted to set the storage of a tensor on device \"",
+              self.device(), "\" to a storage on different device \"", source.device(),
+              "\".  This is no longer allowed; the devices must match.");
   // set_(storage, offset, size) without strides means contiguous ones, as on the CPU.
   c10::DimVector contiguous;
   if (given_stride.empty() && !size.empty()) contiguous = c10::contiguous_strides(size);
@@ -285,6 +289,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     TORCH_CHECK(dst.device().is_cpu(), "copying from tpu to ", dst.device(), " is not supported; go through cpu");
     download(self, dst);
   } else {
+    // ATen's copy (a TensorIterator) refuses these on every device it knows.
+    at::assert_no_internal_overlap(dst);
+    at::assert_no_partial_overlap(dst, self);
     translating_out_of_memory([&] { exec::copy_view(view_of(self.expand(dst.sizes())), view_of(dst)); });
   }
   return dst;
@@ -338,6 +345,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
   m.impl("set_", TORCH_FN(set_empty));
   m.impl("copy_", TORCH_FN(copy_));
+  // CUDA's caching allocator needs to know which streams use a block; here a storage frees its
+  // buffer only when it dies, and every launched program holds the buffers it reads.
+  m.impl("record_stream", [](at::Tensor&, c10::Stream) {});
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));

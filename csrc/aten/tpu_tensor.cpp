@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -174,10 +175,18 @@ class TpuAllocator final : public c10::DeviceAllocator {
   }
   void resetAccumulatedStats(c10::DeviceIndex device) override { reset_accumulated_memory(device); }
   void resetPeakStats(c10::DeviceIndex device) override { reset_peak_memory(device); }
+  // (free, total): the tighter of this process's cap (set_per_process_memory_fraction; for the
+  // CPU plugin, the host's memory) and the plugin's own limit, with what counts against it.
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
     MemoryStats stats = memory_stats(device);
-    if (stats.limit <= 0) return {0, 0};
-    return {static_cast<size_t>(stats.limit - stats.bytes.current), static_cast<size_t>(stats.limit)};
+    int64_t total = stats.limit == 0 ? default_limit() : stats.limit, in_use = stats.bytes.current;
+    runtime::Client::AllocatorStats plugin = runtime::Client::get().allocator_stats(device);
+    if (plugin.bytes_limit > 0 && (total <= 0 || plugin.bytes_limit < total)) {
+      total = plugin.bytes_limit;
+      in_use = plugin.bytes_in_use;
+    }
+    if (total <= 0) return {0, 0};
+    return {static_cast<size_t>(std::max<int64_t>(total - in_use, 0)), static_cast<size_t>(total)};
   }
 };
 
@@ -186,6 +195,9 @@ thread_local int t_current_device = 0;
 }  // namespace
 
 c10::DataPtr allocate_on(size_t nbytes, int device) {
+  // A negative size that reached here as a size_t (UntypedStorage.resize_(-1)).
+  TORCH_CHECK(nbytes <= static_cast<size_t>(std::numeric_limits<int64_t>::max()),
+              "tpu: cannot allocate a storage of negative size: ", static_cast<int64_t>(nbytes), " bytes");
   {
     std::lock_guard<std::mutex> lock(g_stats_mutex);
     MemoryStats& stats = g_stats[device];
@@ -224,7 +236,8 @@ static bool g_registered = [] {
 exec::StoragePtr storage_of(const c10::Storage& storage) {
   const c10::DataPtr& data = storage.data_ptr();
   TORCH_CHECK(data.get_deleter() == &delete_storage,
-              "tpu: tensor storage was not allocated by the tpu allocator");
+              "tpu: this tensor's storage was not allocated by the tpu allocator (a DLPack import or a "
+              "from_blob pointer); the tpu device can only use tensors it made itself");
   return static_cast<StorageContext*>(data.get_context())->storage;
 }
 

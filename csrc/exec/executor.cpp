@@ -486,6 +486,7 @@ void set_sync_hook(SyncHook hook) { g_sync_hook = hook; }
 void set_max_pending_ops(int64_t ops) { g_max_pending = ops > 0 ? ops : 1; }
 
 void run(OpCall call) {
+  runtime::raise_if_forked_child();  // the lock and the device queue may be the parent's
   ++g_counters.ops;
   Mode mode = current_mode();
   if (mode == Mode::Fused) {
@@ -515,11 +516,13 @@ void run(OpCall call) {
 }
 
 void flush(const char* reason) {
+  runtime::raise_if_forked_child();
   std::lock_guard<std::mutex> lock(g_mutex);
   flush_locked(reason);
 }
 
 void materialize(const Storage& storage) {
+  runtime::raise_if_forked_child();
   std::lock_guard<std::mutex> lock(g_mutex);
   if (pending_locked(storage)) flush_locked("host access");
 }

@@ -6,6 +6,7 @@
 #include <torch/csrc/Generator.h>
 
 #include "aten/lowered_dispatch.h"
+#include "aten/pinned_memory.h"
 #include "aten/tpu_tensor.h"
 #include "cache/program_cache.h"
 
@@ -114,6 +115,7 @@ PYBIND11_MODULE(_C, m) {
     tpu::runtime::set_plugin_candidates(std::move(list));
   });
   m.def("_is_available", [] { return tpu::runtime::Client::available(); });
+  m.def("_is_in_bad_fork", [] { return tpu::runtime::in_forked_child(); });
   m.def("_unavailable_reason", [] { return tpu::runtime::Client::unavailable_reason(); });
   m.def("_device_count", [] { return tpu::aten::device_count(); });
   m.def("_platform", [] { return tpu::runtime::Client::get().platform(); });
@@ -161,6 +163,19 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_fallback_is_error", [] { return tpu::aten::fallback_policy() == tpu::aten::FallbackPolicy::Error; });
   m.def("_memory_stats", &memory_stats);
+  m.def("_host_memory_stats", [] {
+    tpu::aten::HostMemoryStats s = tpu::aten::host_memory_stats();
+    py::dict d;
+    d["allocated_bytes.current"] = s.current_bytes;
+    d["allocated_bytes.peak"] = s.peak_bytes;
+    d["allocated_bytes.allocated"] = s.allocated_bytes;
+    d["allocated_bytes.freed"] = s.freed_bytes;
+    d["segment.current"] = s.current_blocks;
+    d["segment.peak"] = s.peak_blocks;
+    d["num_host_alloc"] = s.allocations;
+    return d;
+  });
+  m.def("_reset_peak_host_memory_stats", [] { tpu::aten::reset_peak_host_memory_stats(); });
   m.def("_reset_peak_memory", [](int device) { tpu::aten::reset_peak_memory(device); });
   m.def("_set_memory_limit", [](int device, int64_t bytes) { tpu::aten::set_memory_limit(device, bytes); });
   m.def("_default_generator", [](int device) {

@@ -203,6 +203,24 @@ struct PJRT_DeviceDescription_Kind_Args {
   const char* device_kind;
   size_t device_kind_size;
 };
+// Each optional statistic is followed by whether the plugin set it.
+struct PJRT_Device_MemoryStats_Args {
+  TPU_PJRT_HEADER;
+  PJRT_Device* device;
+  int64_t bytes_in_use;
+  int64_t peak_bytes_in_use; bool peak_bytes_in_use_is_set;
+  int64_t num_allocs; bool num_allocs_is_set;
+  int64_t largest_alloc_size; bool largest_alloc_size_is_set;
+  int64_t bytes_limit; bool bytes_limit_is_set;
+  int64_t bytes_reserved; bool bytes_reserved_is_set;
+  int64_t peak_bytes_reserved; bool peak_bytes_reserved_is_set;
+  int64_t bytes_reservable_limit; bool bytes_reservable_limit_is_set;
+  int64_t largest_free_block_bytes; bool largest_free_block_bytes_is_set;
+  int64_t pool_bytes; bool pool_bytes_is_set;
+  int64_t peak_pool_bytes; bool peak_pool_bytes_is_set;
+  int64_t peak_allocated_bytes; bool peak_allocated_bytes_is_set;
+};
+
 struct PJRT_Device_GetDescription_Args {
   TPU_PJRT_HEADER;
   PJRT_Device* device;
@@ -339,7 +357,7 @@ struct PJRT_Api {
   void* PJRT_Device_LocalHardwareId;
   void* PJRT_Device_AddressableMemories;
   void* PJRT_Device_DefaultMemory;
-  void* PJRT_Device_MemoryStats;
+  PJRT_Error* (*PJRT_Device_MemoryStats)(PJRT_Device_MemoryStats_Args*);
 
   void* PJRT_Memory_Id;
   void* PJRT_Memory_Kind;

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -21,6 +22,15 @@ std::mutex g_mutex;
 std::vector<PluginCandidate> g_candidates;
 Client* g_client = nullptr;
 std::string g_failure;
+// Set in a child forked after the client existed. The child has the parent's memory but not its
+// threads or its device connection: any use would hang, so every entry raises instead, and the
+// buffers the child inherited are left alone rather than destroyed through the parent's client.
+std::atomic<bool> g_forked_child{false};
+
+void mark_forked_child() {
+  g_forked_child = true;
+  g_client = nullptr;
+}
 
 template <typename T>
 T make_args() {
@@ -135,7 +145,20 @@ void Client::check(PJRT_Error* error, const char* what) const {
   throw PjrtError(std::string(what) + " failed: " + message, code);
 }
 
+const char* const kForkedChildMessage =
+    "Cannot re-initialize the tpu device in a forked subprocess: the parent process had already used it, and "
+      "a forked child cannot share its device connection. To use the tpu device with multiprocessing, use the "
+      "'spawn' start method (multiprocessing.set_start_method('spawn'), torch.multiprocessing.spawn, or "
+      "DataLoader(..., multiprocessing_context='spawn')), or keep the child's work on the CPU.";
+
+void raise_if_forked_child() {
+  if (g_forked_child.load(std::memory_order_relaxed)) throw std::runtime_error(kForkedChildMessage);
+}
+
+bool in_forked_child() { return g_forked_child.load(); }
+
 Client& Client::get() {
+  raise_if_forked_child();  // before the lock: the parent may have forked while holding it
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_client) return *g_client;
   if (!g_failure.empty()) throw NoPluginError(g_failure);
@@ -149,6 +172,8 @@ Client& Client::get() {
   }
   // Never destroyed: buffers owned by Python objects may outlive static destructors at exit.
   g_client = client;
+  static const int at_fork = pthread_atfork(nullptr, nullptr, &mark_forked_child);
+  (void)at_fork;
   return *g_client;
 }
 
@@ -162,6 +187,7 @@ bool Client::available() {
 }
 
 std::string Client::unavailable_reason() {
+  if (g_forked_child) return kForkedChildMessage;
   std::lock_guard<std::mutex> lock(g_mutex);
   return g_failure;
 }
@@ -256,6 +282,21 @@ std::string Client::device_kind(int device) const {
   kind.device_description = description(device);
   check(api_->PJRT_DeviceDescription_Kind(&kind), "PJRT_DeviceDescription_Kind");
   return std::string(kind.device_kind, kind.device_kind_size);
+}
+
+Client::AllocatorStats Client::allocator_stats(int device) const {
+  AllocatorStats memory;
+  if (device < 0 || device >= device_count() || !api_->PJRT_Device_MemoryStats) return memory;
+  auto args = make_args<PJRT_Device_MemoryStats_Args>();
+  args.device = devices_[device];
+  PJRT_Error* error = api_->PJRT_Device_MemoryStats(&args);
+  if (error) {  // the CPU plugin has no allocator statistics
+    discard(error);
+    return memory;
+  }
+  memory.bytes_in_use = args.bytes_in_use;
+  if (args.bytes_limit_is_set) memory.bytes_limit = args.bytes_limit;
+  return memory;
 }
 
 int64_t Client::device_id(int device) const {

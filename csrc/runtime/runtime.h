@@ -97,6 +97,11 @@ struct PluginCandidate {
 };
 void set_plugin_candidates(std::vector<PluginCandidate> candidates);
 
+// A process forked after the device was first used cannot use it (CUDA refuses the same way):
+// throws a std::runtime_error that says to use the spawn start method.
+void raise_if_forked_child();
+bool in_forked_child();
+
 class Client {
  public:
   // The process-wide client, created on first use. Throws NoPluginError when no plugin is found.
@@ -115,6 +120,12 @@ class Client {
   // TPU buffers are tiled by shape, so there a storage's buffer keeps its one flat shape.
   bool buffers_reshape_freely() const { return platform_ == "cpu"; }
   std::string device_kind(int device) const;
+  // The plugin's allocator statistics; -1 where it reports none (the CPU plugin reports none).
+  struct AllocatorStats {
+    int64_t bytes_in_use = -1;
+    int64_t bytes_limit = -1;
+  };
+  AllocatorStats allocator_stats(int device) const;
   // PJRT's global id of a local device: what a device assignment names.
   int64_t device_id(int device) const;
   int api_major() const;
