@@ -65,6 +65,9 @@ def test_mismatch_timeout_and_dead_peer_raise_instead_of_hanging():
     output = launch("failures.py", timeout=300)
     assert "rank 0: mismatch reported: tpu_dist: the ranks called different collectives" in output
     assert "rank 1: mismatch reported: tpu_dist: the ranks called different collectives" in output
+    for rank in range(2):
+        for mode in ["strict", "defer_and_fuse"]:
+            assert f"rank {rank}: {mode}: size and dtype mismatches reported" in output
     for mode in ["strict", "defer_and_fuse"]:
         assert f"rank 0: {mode}: timed out after" in output
     assert "rank 0: dead peer reported after" in output

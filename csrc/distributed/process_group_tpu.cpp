@@ -63,6 +63,11 @@ at::Tensor stage_in(const at::Tensor& t) {
 // A host buffer the transport writes; nothing is read from the device.
 at::Tensor stage_out(const at::Tensor& t) { return on_tpu(t) ? host_buffer(t) : t; }
 
+// Gloo takes all_gather_into_tensor's output and reduce_scatter_tensor's input only in the
+// concatenated form ([world * n, ...]); NCCL also takes the stacked one ([world, *shape]) that
+// DTensor and FSDP2 pass. In row-major order both are the same bytes, so Gloo gets flat views.
+at::Tensor flat_view(const at::Tensor& t) { return t.is_contiguous() ? t.view({-1}) : t; }
+
 std::vector<at::Tensor> stage_in(const std::vector<at::Tensor>& ts) {
   std::vector<at::Tensor> out;
   out.reserve(ts.size());
@@ -365,7 +370,7 @@ void ProcessGroupTPU::check_agreement(const char* name, const Agreement& a) {
     std::string reason = describe_error(std::current_exception());
     C10_THROW_ERROR(DistBackendError,
                     c10::str("tpu_dist: ", name, " failed on rank ", rank_, " while the ranks ",
-                             "compared their calls (debug mode; process group timeout ",
+                             "compared their calls (process group timeout ",
                              timeout_.count(), " ms): ", reason));
   }
   bool same = true;
@@ -391,9 +396,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::run(
   bool staged = std::any_of(involved.begin(), involved.end(), on_tpu);
   if (staged) exec::flush("collective");
   double flush_seconds = seconds_since(start);
+  // The ranks compare what they are about to call (one small exchange) in every mode: a size
+  // or dtype that differs between ranks makes Gloo abort the process, where this raises
+  // DistBackendError on every rank.
   if (agreement) {
     ++sequence_;
-    if (exec::current_mode() == exec::Mode::Debug) check_agreement(name, *agreement);
+    check_agreement(name, *agreement);
   }
   // A blocking operation reuses this group's host buffers: allocating and faulting in fresh
   // pages for every large collective costs as much as copying the data. Another thread already
@@ -538,13 +546,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::_allgather_base(at::Tensor& outp
     }
   }
   auto a = agree({input});
-  at::Tensor host_in, host_out;
+  at::Tensor host_in, host_out, flat_in, flat_out;
   return run("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, &a, {output, input},
              {output},
              [&] {
                host_in = stage_in(input);
                host_out = stage_out(output);
-               return transport_->_allgather_base(host_out, host_in, opts);
+               flat_in = flat_view(host_in);
+               flat_out = flat_view(host_out);
+               return transport_->_allgather_base(flat_out, flat_in, opts);
              },
              [&] { copy_back({output}, {host_out}); });
 }
@@ -636,13 +646,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::_reduce_scatter_base(
     }
   }
   auto a = agree({output});
-  at::Tensor host_in, host_out;
+  at::Tensor host_in, host_out, flat_in, flat_out;
   return run("reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, &a, {output, input},
              {output},
              [&] {
                host_in = stage_in(input);
                host_out = stage_out(output);
-               return transport_->_reduce_scatter_base(host_out, host_in, opts);
+               flat_in = flat_view(host_in);
+               flat_out = flat_view(host_out);
+               return transport_->_reduce_scatter_base(flat_out, flat_in, opts);
              },
              [&] { copy_back({output}, {host_out}); });
 }

@@ -74,6 +74,10 @@ def check_all(rank, world):
     dist.all_gather_into_tensor(t_out, x.to("tpu"))
     dist.all_gather_into_tensor(c_out, x)
     same(t_out, c_out, "all_gather_into_tensor")
+    # The stacked output NCCL also accepts (DTensor and FSDP2 pass it): [world, *shape].
+    stacked = torch.empty(world, 6, 5, device="tpu")
+    dist.all_gather_into_tensor(stacked, x.to("tpu"))
+    same(stacked, c_out.reshape(world, 6, 5), "all_gather_into_tensor with a stacked output")
 
     chunks = list(torch.randn(world, 3, 2, generator=gen))
     t_out, c_out = torch.empty(3, 2, device="tpu"), torch.empty(3, 2)
@@ -86,6 +90,9 @@ def check_all(rank, world):
     dist.reduce_scatter_tensor(t_out, big.to("tpu"), op=dist.ReduceOp.AVG)
     dist.reduce_scatter_tensor(c_out, big, op=dist.ReduceOp.AVG)
     same(t_out, c_out, "reduce_scatter_tensor")
+    stacked_out = torch.empty(4, 3, device="tpu")
+    dist.reduce_scatter_tensor(stacked_out, big.reshape(world, 4, 3).to("tpu"), op=dist.ReduceOp.AVG)
+    same(stacked_out, c_out, "reduce_scatter_tensor with a stacked input")
 
     ins = [torch.full((2,), float(10 * rank + i)) for i in range(world)]
     t_out = [torch.empty(2, device="tpu") for _ in range(world)]

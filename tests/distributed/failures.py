@@ -1,4 +1,4 @@
-"""What a rank sees when its peers misbehave: a collective mismatch found by debug mode, a peer
+"""What a rank sees when its peers misbehave: a collective mismatch (in every mode), a peer
 that never arrives (timeout), and a peer that died. Each must raise c10d's DistBackendError naming
 the collective, promptly, never hang. Launched with torchrun --nproc-per-node 2."""
 import os
@@ -32,7 +32,7 @@ def main():
     torch.tpu.set_device(rank)
     x = torch.ones(4, device="tpu")
 
-    # Debug mode compares the calls before moving data, so a mismatch is an error on every rank
+    # The ranks compare their calls before moving data, so a mismatch is an error on every rank
     # naming both collectives, not a hang or a silent mix-up.
     mismatch = dist.new_group(backend="tpu_dist", timeout=timedelta(seconds=60))
     with torch_tpu.eager_mode("debug"):
@@ -47,6 +47,20 @@ def main():
         dist.all_reduce(y, group=mismatch)
         assert y.cpu().tolist() == [3.0, 3.0, 3.0], y
     print(f"rank {rank}: mismatch reported: {text.splitlines()[0]}", flush=True)
+
+    # In the other modes too the ranks compare sizes and dtypes before the data moves: Gloo, on
+    # the host path, would abort the process on either mismatch.
+    for mode in ["strict", "defer_and_fuse"]:
+        with torch_tpu.eager_mode(mode):
+            sized = torch.ones(4 + rank, device="tpu")
+            expect_error(lambda: dist.all_reduce(sized, group=mismatch), "different collectives")
+            typed = torch.ones(4, device="tpu", dtype=torch.float32 if rank == 0 else torch.float64)
+            expect_error(lambda: dist.all_gather_into_tensor(torch.empty(8, device="tpu", dtype=typed.dtype),
+                                                             typed, group=mismatch), "different collectives")
+            y = torch.full((3,), float(rank + 1), device="tpu")
+            dist.all_reduce(y, group=mismatch)
+            assert y.cpu().tolist() == [3.0, 3.0, 3.0], y
+        print(f"rank {rank}: {mode}: size and dtype mismatches reported", flush=True)
 
     # A peer that never arrives: rank 1 skips the collective; rank 0 times out.
     late = dist.new_group(backend="tpu_dist", timeout=timedelta(seconds=TIMEOUT_S))
