@@ -2,9 +2,9 @@
 
 strict (DEFER_NEVER, the default) runs every op as its own program without waiting for it;
 debug (DEFER_NEVER_AND_LAUNCH_BLOCKING) also waits after every op, so an error names the op and
-the Python line that issued it; defer_and_fuse (DEFER_AND_FUSE, alias "fused") is accepted now and
-records ops for fusion once that executor policy lands (until then it runs like strict).
-The mode is per thread, like autocast state.
+the Python line that issued it; defer_and_fuse (DEFER_AND_FUSE, alias "fused") records ops into
+the thread's pending graph and runs it as one program at the next sync point.
+The mode is per thread, like autocast state, and so is the pending graph.
 """
 import contextlib
 import enum
@@ -39,10 +39,11 @@ def _resolve(mode):
 
 
 def set_eager_mode(mode):
-    """Selects the eager mode of the calling thread. Pending work is flushed first."""
+    """Selects the eager mode of the calling thread. The thread's pending ops run first (other
+    threads' pending graphs are theirs: flushing them would cut their graphs at random points)."""
     resolved = _resolve(mode)
     if _C._get_mode() != resolved.value and _C._is_available():
-        _C._synchronize(-1)
+        _C._flush()
     _C._set_mode(resolved.value)
 
 
@@ -85,8 +86,10 @@ def mode_from_environment():
 
 def propagate_mode_into_backward():
     """Makes the autograd engine's device threads run backward ops in the mode of the thread that
-    called backward(), as they do with autocast state (otherwise a fused forward would be
-    followed by a strict backward)."""
+    called backward(), and record them into that thread's pending graph, as they get its autocast
+    state (otherwise a fused forward would be followed by a strict backward, and two threads'
+    backward passes would share one mode). Each backward pass carries its own context, so
+    concurrent passes from threads in different modes do not mix."""
     import torch.autograd
     import torch.autograd.graph
 
@@ -95,11 +98,11 @@ def propagate_mode_into_backward():
         return
 
     def run_backward(*args, **kwargs):
-        previous = _C._swap_backward_mode(_C._get_mode())
+        _C._enter_backward()
         try:
             return original(*args, **kwargs)
         finally:
-            _C._swap_backward_mode(previous)
+            _C._exit_backward()
 
     run_backward._tpu_mode_propagating = True
     torch.autograd.graph._engine_run_backward = run_backward

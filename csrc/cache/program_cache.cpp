@@ -18,16 +18,17 @@ ProgramCache& ProgramCache::get() {
   return *cache;
 }
 
+ProgramPtr ProgramCache::find_in_memory(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = slots_.find(key);
+  if (it == slots_.end()) return nullptr;
+  order_.splice(order_.begin(), order_, it->second.position);
+  ++memory_hits_;
+  return it->second.program;
+}
+
 ProgramPtr ProgramCache::find(const std::string& key) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = slots_.find(key);
-    if (it != slots_.end()) {
-      order_.splice(order_.begin(), order_, it->second.position);
-      ++memory_hits_;
-      return it->second.program;
-    }
-  }
+  if (ProgramPtr program = find_in_memory(key)) return program;
   // Outside the lock: reading and loading an executable takes milliseconds, and other threads'
   // memory hits must not wait for it.
   ProgramPtr program = DiskCache::get().load(key);

@@ -55,6 +55,9 @@ class ProgramCache {
 
   // Memory first, then the cache directory; null means the caller compiles and insert()s.
   ProgramPtr find(const std::string& key);
+  // Memory only (a hash lookup, cheap enough to make under the executor's lock); a miss is not
+  // counted, since find() follows.
+  ProgramPtr find_in_memory(const std::string& key);
   // Keeps the program in memory and writes it to the cache directory.
   void insert(const std::string& key, ProgramPtr program);
   void clear();  // memory only; the directory is cleared by clear_directory()

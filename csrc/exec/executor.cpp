@@ -2,22 +2,18 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <cstdio>
+#include <condition_variable>
 #include <cstdlib>
-#include <cstring>
-#include <deque>
-#include <functional>
 #include <mutex>
 #include <optional>
-#include <tuple>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "cache/disk_cache.h"
-#include "cache/program_cache.h"
 #include "exec/compiler.h"
 #include "exec/device_queue.h"
+#include "exec/launch.h"
 #include "exec/program_builder.h"
 #include "exec/program_key.h"
 
@@ -27,20 +23,20 @@ namespace {
 
 std::atomic<Mode> g_default_mode{Mode::Strict};
 thread_local std::optional<Mode> t_mode;
-// The mode of the thread running backward, for the autograd engine's device threads, which run
-// the backward ops but never chose a mode (autocast state reaches them the same way). -1: none.
-std::atomic<int> g_backward_mode{-1};
+std::atomic<BackwardContextProvider> g_backward_context{nullptr};
 LocationProvider g_location = nullptr;
 std::atomic<SyncHook> g_sync_hook{nullptr};
+std::atomic<int64_t> g_ops{0}, g_flushes{0}, g_replays{0};
 
-struct AtomicCounters {
-  std::atomic<int64_t> ops{0}, hits{0}, misses{0}, executions{0}, flushes{0}, outputs{0}, replays{0};
-} g_counters;
-
-// Everything below is guarded by g_mutex: the pending graph, the storages' executor fields.
+// Everything below is guarded by g_mutex: the lanes' pending graphs, the storages' executor
+// fields, the epochs pending and in flight. It is held for bookkeeping only: compiles and
+// debug-mode waits release it (launch.h).
 std::mutex g_mutex;
+using Lock = std::unique_lock<std::mutex>;
+// Notified when a graph in flight has run or a lane's flush ends.
+std::condition_variable g_settled;
 
-// The ops recorded in defer-and-fuse and not yet run. One graph at a time, on one device.
+// The ops recorded in defer-and-fuse and not yet run: one graph per lane, on one device.
 struct PendingGraph {
   int device = -1;
   uint64_t epoch = 0;
@@ -52,14 +48,61 @@ struct PendingGraph {
   // Per call: where its part of the key and of the offsets ends, so that the graph can be cut
   // after any call.
   std::vector<size_t> key_ends, offsets_ends;
-} g_graph;
-uint64_t g_next_graph_epoch = 1;
+};
+
+}  // namespace
+
+// A thread's pending graph. Each thread records into its own, so threads' ops never interleave
+// into graphs whose structure changes with the timing; the autograd engine's threads record
+// into the lane of the thread that called backward() (BackwardContext), so a fused forward and
+// its backward stay one graph.
+struct Lane {
+  PendingGraph graph;
+  bool flushing = false;  // a flush of this lane is running (maybe with the lock released)
+  int64_t flushes = 0;    // graphs this lane has run, for end_capture
+};
+
+namespace {
+
+thread_local std::shared_ptr<Lane> t_lane;
+// Lanes whose pending graph has this epoch. A lane with pending ops outlives its thread here:
+// what the thread recorded runs when something reads it.
+std::unordered_map<uint64_t, std::shared_ptr<Lane>> g_pending;
+// Epochs of graphs (and of per-op programs being compiled) taken to run and not yet run: their
+// storages' values are on their way, so other threads wait for them.
+std::unordered_set<uint64_t> g_in_flight;
+uint64_t g_next_epoch = 1;
 std::map<std::string, int64_t> g_flush_reasons;
 // Fragments of call keys whose lowering is known to succeed: a recorded op must be lowerable,
 // because once recorded it can no longer take the CPU fallback.
 std::unordered_set<std::string> g_lowerable;
 // Programs compiled per user line that ended a graph: a line that keeps compiling is warned of.
 std::map<std::string, int> g_compiles_by_site;
+
+// Inside a backward pass (on the autograd engine's threads and on the caller's): its context.
+const BackwardContext* inherited_context() {
+  BackwardContextProvider provider = g_backward_context.load();
+  return provider ? provider() : nullptr;
+}
+
+std::shared_ptr<Lane> current_lane() {
+  if (const BackwardContext* context = inherited_context(); context && context->lane) return context->lane;
+  if (!t_lane) t_lane = std::make_shared<Lane>();
+  return t_lane;
+}
+
+Unlocker unlocker_for(Lock& lock) {
+  return {[&lock] { lock.unlock(); }, [&lock] { lock.lock(); }};
+}
+
+std::vector<const Storage*> storages_of(const OpCall& call) {
+  std::vector<const Storage*> storages;
+  for (const auto& view : call.inputs) storages.push_back(view.storage.get());
+  for (const auto& view : call.destinations) {
+    if (view.storage) storages.push_back(view.storage.get());
+  }
+  return storages;
+}
 
 int64_t initial_max_pending() {
   const char* env = std::getenv("TORCH_TPU_MAX_PENDING_OPS");
@@ -104,194 +147,33 @@ size_t repeat_point(const std::vector<OpCall>& calls) {
   return n;
 }
 
-std::string save_failed_program(const std::string& text) {
-  const char* dir = std::getenv("TMPDIR");
-  std::string path = std::string(dir && *dir ? dir : "/tmp") + "/torch_tpu_failed_" +
-                     std::to_string(std::hash<std::string>{}(text)) + ".mlir";
-  if (FILE* f = std::fopen(path.c_str(), "w")) {
-    std::fwrite(text.data(), 1, text.size(), f);
-    std::fclose(f);
-    return path;
-  }
-  return "";
-}
 
-std::string at_location(const std::string& location) {
-  return location.empty() ? "" : " (at " + location + ")";
-}
+void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char* reason, size_t cut = SIZE_MAX);
 
-// Where a program's ops came from, for the slow-compile warning: how many, the first and last.
-std::string origin_of(const std::vector<OpCall>& calls) {
-  std::string text = std::to_string(calls.size()) + (calls.size() == 1 ? " op: " : " ops, from ") +
-                     describe(calls.front()) + at_location(calls.front().location);
-  if (calls.size() > 1) text += " to " + describe(calls.back()) + at_location(calls.back().location);
-  return text;
-}
-
-// Compiles `program` from `calls`; a failure names the op that broke it.
-void compile(cache::Program& program, const std::string& text, int64_t work_elements, ProgramKind kind,
-             const std::vector<OpCall>& calls, const StorageSet& storages) {
-  try {
-    compile_program(program, text, work_elements, kind, [&] { return origin_of(calls); });
-  } catch (const runtime::PjrtError& e) {
-    // In a fused graph, find the op whose own program fails to name it and its line.
-    const OpCall* culprit = &calls.back();
-    std::string culprit_text = text;
-    if (calls.size() > 1) {
-      for (const OpCall& call : calls) {
-        ProgramBuilder single(storages);
-        single.lower(call);
-        single.finish([](const Storage&) { return true; });
-        try {
-          runtime::Client::get().compile(single.text());
-        } catch (const runtime::PjrtError&) {
-          culprit = &call;
-          culprit_text = single.text();
-          break;
-        }
+// Waits until no graph but `own_lane`'s pending one holds any of `storages`: a graph pending in
+// another lane is run (in this one too when `own_lane` is null), one in flight is waited for.
+// True when it had to let the lock go, so that the caller checks its own state again.
+bool settle_locked(Lock& lock, const std::vector<const Storage*>& storages, const Lane* own_lane) {
+  bool released = false;
+  for (bool again = true; again;) {
+    again = false;
+    for (const Storage* s : storages) {
+      uint64_t epoch = s->graph_epoch;
+      if (epoch == 0) continue;
+      if (auto pending = g_pending.find(epoch); pending != g_pending.end()) {
+        if (pending->second.get() == own_lane) continue;
+        std::shared_ptr<Lane> lane = pending->second;
+        flush_lane_locked(lock, lane, own_lane ? "op of another thread" : "host access");
+      } else if (g_in_flight.count(epoch)) {
+        g_settled.wait(lock);
+      } else {
+        continue;
       }
-    }
-    std::string path = save_failed_program(culprit_text);
-    throw OpError(describe(*culprit) + " could not be compiled" + at_location(culprit->location) + ": " +
-                  e.what() + (path.empty() ? "" : "\nThe StableHLO program was written to " + path));
-  }
-}
-
-// Rank-0 buffers for runtime numbers, reused: most calls pass the same few values (alpha=1, ...).
-runtime::BufferPtr number_buffer(const RuntimeNumber& number, int device) {
-  static std::mutex mutex;
-  static std::map<std::tuple<int, int, int64_t>, runtime::BufferPtr> buffers;
-  int64_t bits = number.i;
-  if (number.dtype == DType::F64) std::memcpy(&bits, &number.f, sizeof bits);
-  auto key = std::make_tuple(device, static_cast<int>(number.dtype), bits);
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = buffers.find(key);
-  if (it != buffers.end()) return it->second;
-  if (buffers.size() > 4096) buffers.clear();
-  runtime::BufferPtr buffer;
-  auto& client = runtime::Client::get();
-  if (number.dtype == DType::F64) {
-    buffer = client.from_host(&number.f, {DType::F64, {}}, device);
-  } else if (number.dtype == DType::Bool) {
-    bool value = number.i != 0;
-    buffer = client.from_host(&value, {DType::Bool, {}}, device);
-  } else {
-    buffer = client.from_host(&number.i, {DType::I64, {}}, device);
-  }
-  buffers.emplace(key, buffer);
-  return buffer;
-}
-
-// Finds or builds the program for `calls` (whose storages are in `storages`, keyed by `key`).
-// Dead storages never become results.
-// Storages that leave a program even when no tensor holds them any more: what the rest of a
-// graph cut in two still reads.
-using KeepSet = std::unordered_set<const Storage*>;
-
-cache::ProgramPtr find_or_build(std::string& key, ProgramKind kind, const std::vector<OpCall>& calls,
-                                const StorageSet& storages, const KeepSet& also_keep) {
-  auto keep = [&](const Storage& s) { return s.alive.load() || also_keep.count(&s) > 0; };
-  key.push_back('#');
-  for (const Storage* s : storages.items()) key.push_back(keep(*s) ? '1' : '0');
-
-  auto& cache = cache::ProgramCache::get();
-  cache::ProgramPtr program = cache.find(key);
-  if (program) {
-    ++g_counters.hits;
-    note_run(key, program);
-    return program;
-  }
-  ++g_counters.misses;
-  ProgramBuilder builder(storages);
-  for (const OpCall& call : calls) builder.lower(call);
-  auto built = std::make_shared<cache::Program>(builder.finish(keep));
-  compile(*built, builder.text(), builder.work_elements(), kind, calls, storages);
-  cache.insert(key, built);
-  return built;
-}
-
-// What a program's arguments come from besides storages: the calls' runtime numbers in order,
-// the (seed, offset) of each random call, and the views' offsets into their storages.
-struct RuntimeArguments {
-  std::vector<RuntimeNumber> numbers;
-  std::vector<std::pair<uint64_t, uint64_t>> rng_states;
-  std::vector<int64_t> offsets;
-
-  RuntimeArguments(const std::vector<OpCall>& calls, std::vector<int64_t> view_offsets)
-      : offsets(std::move(view_offsets)) {
-    for (const OpCall& call : calls) {
-      numbers.insert(numbers.end(), call.numbers.begin(), call.numbers.end());
-      if (call.lowering->random) rng_states.emplace_back(call.seed, call.offset);
+      released = again = true;
+      break;
     }
   }
-};
-
-// Runs `program` with its storage parameters and results taken from `storages` (indexed like the
-// program's storage set) and installs the results. `blame` names the op in error messages.
-void execute(const cache::Program& program, const std::vector<Storage*>& storages, const RuntimeArguments& runtime,
-             int device, bool wait, const std::string& blame) {
-  auto& client = runtime::Client::get();
-  std::vector<runtime::BufferPtr> keep_alive;
-  std::vector<const runtime::Buffer*> arguments;
-  arguments.reserve(program.parameters.size());
-  for (const auto& parameter : program.parameters) {
-    switch (parameter.source) {
-      case cache::Program::Parameter::Source::Storage:
-        arguments.push_back(storages[parameter.index]->buffer.get());
-        break;
-      case cache::Program::Parameter::Source::Number:
-        keep_alive.push_back(number_buffer(runtime.numbers[parameter.index], device));
-        arguments.push_back(keep_alive.back().get());
-        break;
-      case cache::Program::Parameter::Source::Offset: {
-        RuntimeNumber offset{DType::I64, 0, runtime.offsets[parameter.index]};
-        keep_alive.push_back(number_buffer(offset, device));
-        arguments.push_back(keep_alive.back().get());
-        break;
-      }
-      case cache::Program::Parameter::Source::RngState: {
-        const auto& rng = runtime.rng_states[parameter.index];
-        uint64_t state[2] = {rng.first, rng.second};
-        keep_alive.push_back(client.from_host(state, {DType::U64, {2}}, device));
-        arguments.push_back(keep_alive.back().get());
-        break;
-      }
-    }
-  }
-
-  runtime::ExecuteResult result;
-  try {
-    result = client.execute(*program.executable, device, arguments, program.output_types);
-  } catch (const runtime::PjrtError& e) {
-    throw OpError(blame + " failed to launch: " + e.what(), e.out_of_memory());
-  }
-  ++g_counters.executions;
-  g_counters.outputs += static_cast<int64_t>(result.outputs.size());
-  for (size_t i = 0; i < result.outputs.size(); ++i) {
-    Storage* s = storages[program.output_storages[i]];
-    s->buffer = result.outputs[i];
-    s->dtype = program.output_dtypes[i];
-  }
-  if (wait) {
-    try {
-      client.wait(result.done);
-    } catch (const runtime::PjrtError& e) {
-      throw OpError(blame + " failed on the device: " + e.what(), e.out_of_memory());
-    }
-  } else {
-    track(device, result.done);
-  }
-}
-
-std::string blame(const OpCall& call) { return describe(call) + at_location(call.location); }
-
-cache::ProgramPtr launch(std::string& key, ProgramKind kind, const std::vector<OpCall>& calls,
-                         const StorageSet& storages, std::vector<int64_t> offsets, int device, bool wait,
-                         const KeepSet& also_keep = {}) {
-  cache::ProgramPtr program = find_or_build(key, kind, calls, storages, also_keep);
-  RuntimeArguments runtime(calls, std::move(offsets));
-  execute(*program, storages.items(), runtime, device, wait, blame(calls.back()));
-  return program;
+  return released;
 }
 
 // The graph torch.compile is capturing on this thread (see begin_capture).
@@ -330,128 +212,159 @@ std::shared_ptr<Capture> make_capture(const std::vector<OpCall>& calls, const St
   return capture;
 }
 
+
 void warn_if_site_keeps_compiling(const std::string& site);
+void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call);
+void run_one_by_one_locked(Lock& lock, const std::vector<OpCall>& calls);
 
-void record_locked(OpCall&& call);
-void run_one_by_one_locked(const std::vector<OpCall>& calls);
-
-// Runs the first `cut` calls of the pending graph as one program (all of them by default) and
-// records the rest again as the start of the next graph. Caller holds g_mutex.
-void flush_locked(const char* reason, size_t cut = SIZE_MAX) {
-  if (g_graph.calls.empty()) return;
-  ++g_counters.flushes;
+// Runs the first `cut` calls of `lane`'s pending graph as one program (all of them by default)
+// and records the rest again as the start of its next graph.
+void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char* reason, size_t cut) {
+  g_settled.wait(lock, [&] { return !lane->flushing; });
+  PendingGraph& graph = lane->graph;
+  if (graph.calls.empty()) return;
+  ++g_flushes;
+  ++lane->flushes;
   ++g_flush_reasons[reason];
-  std::vector<OpCall> calls = std::move(g_graph.calls);
+  std::vector<OpCall> calls = std::move(graph.calls);
   std::vector<OpCall> rest;
   KeepSet read_later;
   if (cut < calls.size() && cut > 0) {
     rest.assign(std::make_move_iterator(calls.begin() + cut), std::make_move_iterator(calls.end()));
     calls.resize(cut);
-    g_graph.key.resize(g_graph.key_ends[cut - 1]);
-    g_graph.offsets.resize(g_graph.offsets_ends[cut - 1]);
+    graph.key.resize(graph.key_ends[cut - 1]);
+    graph.offsets.resize(graph.offsets_ends[cut - 1]);
     for (const OpCall& call : rest) {
-      for (const auto& view : call.inputs) read_later.insert(view.storage.get());
-      for (const auto& view : call.destinations) read_later.insert(view.storage.get());
+      for (const Storage* s : storages_of(call)) read_later.insert(s);
     }
   }
-  std::unique_ptr<StorageSet> storages = std::move(g_graph.storages);
-  std::string key = std::move(g_graph.key);
-  std::vector<int64_t> offsets = std::move(g_graph.offsets);
-  std::string site = rest.empty() ? std::move(g_graph.last_location) : calls.back().location;
-  int device = g_graph.device;
-  g_graph = PendingGraph{};
-  int64_t misses = g_counters.misses;
+  std::unique_ptr<StorageSet> storages = std::move(graph.storages);
+  std::string key = std::move(graph.key);
+  std::vector<int64_t> offsets = std::move(graph.offsets);
+  std::string site = rest.empty() ? std::move(graph.last_location) : calls.back().location;
+  int device = graph.device;
+  uint64_t epoch = graph.epoch;
+  lane->graph = PendingGraph{};
+  // In flight until it has run: other threads that touch its storages wait, and nothing records
+  // into this lane meanwhile (the rest must come first).
+  g_pending.erase(epoch);
+  g_in_flight.insert(epoch);
+  lane->flushing = true;
+  bool landed = false;
+  auto land = [&] {
+    if (landed) return;
+    landed = true;
+    g_in_flight.erase(epoch);
+    lane->flushing = false;
+    g_settled.notify_all();
+  };
   std::shared_ptr<Capture> capture;
   ProgramKind kind = t_capture.active ? ProgramKind::CompiledGraph : ProgramKind::FusedGraph;
   if (t_capture.active && !t_capture.flushed_here) {
     t_capture.flushed_here = true;
     capture = make_capture(calls, *storages, offsets, device);
   }
-  double seconds_before = compile_seconds(kind);
-  cache::ProgramPtr program;
+  Launched launched;
   try {
-    program = launch(key, kind, calls, *storages, std::move(offsets), device, /*wait=*/false, read_later);
-  } catch (const OpError&) {
-    if (calls.size() == 1) throw;
-    // Nothing of the graph ran. Its calls run one by one instead, so that every write recorded
-    // before the op that fails takes effect and the error raised is that op's own; when none
-    // fails (the graph failed as a whole), the graph's work is done all the same.
-    capture.reset();
     try {
-      run_one_by_one_locked(calls);
-    } catch (...) {
-      for (OpCall& call : rest) record_locked(std::move(call));
-      throw;
+      launched = launch(key, kind, calls, *storages, std::move(offsets), device, /*wait=*/false, read_later,
+                        unlocker_for(lock));
+    } catch (const OpError&) {
+      if (calls.size() == 1) throw;
+      // Nothing of the graph ran. Its calls run one by one instead, so that every write recorded
+      // before the op that fails takes effect and the error raised is that op's own; when none
+      // fails (the graph failed as a whole), the graph's work is done all the same.
+      capture.reset();
+      run_one_by_one_locked(lock, calls);
     }
+  } catch (...) {
+    land();
+    for (OpCall& call : rest) record_locked(lock, lane, std::move(call));
+    throw;
   }
-  if (program && g_counters.misses != misses) {
-    double spent = compile_seconds(kind) - seconds_before;
-    g_fused_seconds_per_op = 0.5 * g_fused_seconds_per_op + 0.5 * spent / static_cast<double>(calls.size());
+  land();
+  if (launched.compile_seconds > 0) {
+    g_fused_seconds_per_op =
+        0.5 * g_fused_seconds_per_op + 0.5 * launched.compile_seconds / static_cast<double>(calls.size());
     if (!site.empty()) warn_if_site_keeps_compiling(site);
   }
   if (capture) {
-    capture->program = program;
+    capture->program = launched.program;
     t_capture.result = std::move(capture);
   }
-  for (OpCall& call : rest) record_locked(std::move(call));
+  for (OpCall& call : rest) record_locked(lock, lane, std::move(call));
 }
 
-void run_one_by_one_locked(const std::vector<OpCall>& calls) {
+// The storages of `calls` are in flight already (their graph's epoch).
+void run_one_by_one_locked(Lock& lock, const std::vector<OpCall>& calls) {
   // Every storage of the graph stays: a later call may read what an earlier one wrote.
   KeepSet all;
   for (const OpCall& call : calls) {
-    for (const auto& view : call.inputs) all.insert(view.storage.get());
-    for (const auto& view : call.destinations) all.insert(view.storage.get());
+    for (const Storage* s : storages_of(call)) all.insert(s);
   }
   for (const OpCall& call : calls) {
     StorageSet storages;
     std::string key;
     std::vector<int64_t> offsets;
     append_call_key(key, call, storages, offsets);
-    launch(key, ProgramKind::PerOp, {call}, storages, std::move(offsets), call.device, /*wait=*/false, all);
+    launch(key, ProgramKind::PerOp, {call}, storages, std::move(offsets), call.device, /*wait=*/false, all,
+           unlocker_for(lock));
   }
 }
 
-void record_locked(OpCall&& call) {
+void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call) {
+  // Another thread flushing this lane (the autograd engine's, sharing it) or holding the call's
+  // storages in its own graph goes first; both may let the lock go, so check again after.
+  std::vector<const Storage*> touched = storages_of(call);
+  do {
+    g_settled.wait(lock, [&] { return !lane->flushing; });
+  } while (settle_locked(lock, touched, lane.get()));
+  PendingGraph& graph = lane->graph;
   // record_locked may flush, and a flush records the rest of a cut graph through here.
-  if (!g_graph.calls.empty() && g_graph.device != call.device) flush_locked("device change");
-  if (g_graph.calls.empty()) {
-    g_graph.device = call.device;
-    g_graph.epoch = g_next_graph_epoch++;
-    g_graph.storages = std::make_unique<StorageSet>();
+  if (!graph.calls.empty() && graph.device != call.device) flush_lane_locked(lock, lane, "device change");
+  bool starts = graph.calls.empty();
+  if (starts) {
+    graph.device = call.device;
+    graph.epoch = g_next_epoch++;
+    graph.storages = std::make_unique<StorageSet>();
   }
-  size_t start = g_graph.key.size();
-  size_t offsets_start = g_graph.offsets.size();
-  append_call_key(g_graph.key, call, *g_graph.storages, g_graph.offsets);
-  std::string fragment = g_graph.key.substr(start);
+  size_t start = graph.key.size();
+  size_t offsets_start = graph.offsets.size();
+  append_call_key(graph.key, call, *graph.storages, graph.offsets);
+  std::string fragment = graph.key.substr(start);
   if (!g_lowerable.count(fragment)) {
     try {
-      ProgramBuilder trial(*g_graph.storages);
+      ProgramBuilder trial(*graph.storages);
       trial.lower(call);
     } catch (...) {
-      g_graph.key.resize(start);
-      g_graph.offsets.resize(offsets_start);
-      if (g_graph.calls.empty()) g_graph = PendingGraph{};
+      graph.key.resize(start);
+      graph.offsets.resize(offsets_start);
+      if (starts) graph = PendingGraph{};
       throw;
     }
     g_lowerable.insert(std::move(fragment));
   }
-  for (const auto& input : call.inputs) input.storage->graph_epoch = g_graph.epoch;
-  for (const auto& dest : call.destinations) {
-    if (dest.storage) dest.storage->graph_epoch = g_graph.epoch;
-  }
-  g_graph.last_location = call.location;
-  g_graph.key_ends.push_back(g_graph.key.size());
-  g_graph.offsets_ends.push_back(g_graph.offsets.size());
-  g_graph.calls.push_back(std::move(call));
-  if (static_cast<int64_t>(g_graph.calls.size()) >= fused_op_bound()) {
-    flush_locked("pending-op bound", repeat_point(g_graph.calls));
+  if (starts) g_pending.emplace(graph.epoch, lane);
+  for (const Storage* s : touched) const_cast<Storage*>(s)->graph_epoch = graph.epoch;
+  graph.last_location = call.location;
+  graph.key_ends.push_back(graph.key.size());
+  graph.offsets_ends.push_back(graph.offsets.size());
+  graph.calls.push_back(std::move(call));
+  if (static_cast<int64_t>(graph.calls.size()) >= fused_op_bound()) {
+    flush_lane_locked(lock, lane, "pending-op bound", repeat_point(graph.calls));
   }
 }
 
-bool pending_locked(const Storage& s) { return !g_graph.calls.empty() && s.graph_epoch == g_graph.epoch; }
+// Runs every graph pending or in flight now, whichever thread recorded it.
+void flush_all_locked(Lock& lock, const char* reason) {
+  std::vector<std::shared_ptr<Lane>> lanes;
+  for (const auto& [epoch, lane] : g_pending) lanes.push_back(lane);
+  for (const auto& lane : lanes) flush_lane_locked(lock, lane, reason);
+  g_settled.wait(lock, [] { return g_in_flight.empty(); });
+}
 
 void warn_if_site_keeps_compiling(const std::string& site) {
+  // Caller holds g_mutex.
   constexpr int kTolerated = 8;
   if (++g_compiles_by_site[site] != kTolerated + 1) return;
   cache::warn("tpu: the fused graph ending at " + site + " has been compiled " +
@@ -464,11 +377,10 @@ void warn_if_site_keeps_compiling(const std::string& site) {
 }  // namespace
 
 Mode current_mode() {
-  if (t_mode) return *t_mode;
-  int backward = g_backward_mode.load();
-  return backward >= 0 ? static_cast<Mode>(backward) : g_default_mode.load();
+  if (t_mode) return *t_mode;  // a mode the thread chose, even inside a backward pass
+  if (const BackwardContext* context = inherited_context()) return context->mode;
+  return g_default_mode.load();
 }
-int swap_backward_mode(int mode) { return g_backward_mode.exchange(mode); }
 void set_mode(Mode mode) { t_mode = mode; }
 void set_default_mode(Mode mode) { g_default_mode = mode; }
 int swap_thread_mode(int mode) {
@@ -481,33 +393,55 @@ int swap_thread_mode(int mode) {
   return previous;
 }
 
+BackwardContext backward_context() { return {current_mode(), current_lane()}; }
+void set_backward_context_provider(BackwardContextProvider provider) { g_backward_context = provider; }
+
 void set_location_provider(LocationProvider provider) { g_location = provider; }
 void set_sync_hook(SyncHook hook) { g_sync_hook = hook; }
 void set_max_pending_ops(int64_t ops) { g_max_pending = ops > 0 ? ops : 1; }
 
 void run(OpCall call) {
   runtime::raise_if_forked_child();  // the lock and the device queue may be the parent's
-  ++g_counters.ops;
+  ++g_ops;
   Mode mode = current_mode();
   if (mode == Mode::Fused) {
     // Captured now, outside the lock (it takes the GIL): the graph may fail long after this line.
     if (g_location) call.location = g_location();
-    std::lock_guard<std::mutex> lock(g_mutex);
-    record_locked(std::move(call));
+    std::shared_ptr<Lane> lane = current_lane();
+    Lock lock(g_mutex);
+    record_locked(lock, lane, std::move(call));
     return;
   }
   try {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    // Another thread's fused graph may hold values this op reads or writes.
-    if (!g_graph.calls.empty()) flush_locked("op in another mode");
+    Lock lock(g_mutex);
+    // A fused graph (another thread's, or this one's before a mode change) may hold values this
+    // op reads or writes.
+    settle_locked(lock, storages_of(call), nullptr);
     StorageSet storages;
     std::string key;
     std::vector<int64_t> offsets;
     append_call_key(key, call, storages, offsets);
     std::vector<OpCall> calls;
     calls.push_back(std::move(call));
-    launch(key, ProgramKind::PerOp, calls, storages, std::move(offsets), calls.back().device,
-           /*wait=*/mode == Mode::Debug);
+    // While the lock is let go (a compile, a debug-mode wait), the op's storages are in flight.
+    uint64_t epoch = 0;
+    Unlocker unlocker{[&] {
+                        if (epoch == 0) {
+                          epoch = g_next_epoch++;
+                          g_in_flight.insert(epoch);
+                          for (Storage* s : storages.items()) s->graph_epoch = epoch;
+                        }
+                        lock.unlock();
+                      },
+                      [&] { lock.lock(); }};
+    try {
+      launch(key, ProgramKind::PerOp, calls, storages, std::move(offsets), calls.back().device,
+             /*wait=*/mode == Mode::Debug, {}, unlocker);
+    } catch (...) {
+      if (epoch) g_in_flight.erase(epoch), g_settled.notify_all();
+      throw;
+    }
+    if (epoch) g_in_flight.erase(epoch), g_settled.notify_all();
   } catch (const OpError& e) {
     std::string where = g_location ? g_location() : "";
     if (where.empty()) throw;
@@ -517,14 +451,15 @@ void run(OpCall call) {
 
 void flush(const char* reason) {
   runtime::raise_if_forked_child();
-  std::lock_guard<std::mutex> lock(g_mutex);
-  flush_locked(reason);
+  std::shared_ptr<Lane> lane = current_lane();
+  Lock lock(g_mutex);
+  flush_lane_locked(lock, lane, reason);
 }
 
 void materialize(const Storage& storage) {
   runtime::raise_if_forked_child();
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (pending_locked(storage)) flush_locked("host access");
+  Lock lock(g_mutex);
+  settle_locked(lock, {&storage}, nullptr);
 }
 
 void copy_view(const TensorView& src, const TensorView& dst) {
@@ -574,7 +509,11 @@ runtime::BufferPtr dense_buffer(const TensorView& view) {
 }
 
 void synchronize(int device) {
-  flush("synchronize");
+  runtime::raise_if_forked_child();
+  {
+    Lock lock(g_mutex);
+    flush_all_locked(lock, "synchronize");
+  }
   wait_for_device(device);
   if (SyncHook hook = g_sync_hook.load()) hook();
 }
@@ -586,37 +525,46 @@ MarkerPtr record_marker(int device, bool timing) {
 
 bool idle(int device) {
   {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    if (!g_graph.calls.empty() && g_graph.device == device) return false;
+    Lock lock(g_mutex);
+    if (!g_in_flight.empty()) return false;
+    for (const auto& [epoch, lane] : g_pending) {
+      if (lane->graph.device == device) return false;
+    }
   }
   return device_idle(device);
 }
 
 void begin_capture() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  flush_locked("graph capture");
+  std::shared_ptr<Lane> lane = current_lane();
+  Lock lock(g_mutex);
+  flush_lane_locked(lock, lane, "graph capture");
   t_capture = CaptureState{};
   t_capture.active = true;
-  t_capture.flushes_at_begin = g_counters.flushes;
+  t_capture.flushes_at_begin = lane->flushes;
 }
 
 std::shared_ptr<Capture> end_capture() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  flush_locked("graph capture");
+  std::shared_ptr<Lane> lane = current_lane();
+  Lock lock(g_mutex);
+  flush_lane_locked(lock, lane, "graph capture");
   CaptureState state = std::move(t_capture);
   t_capture = CaptureState{};
   // Exactly one graph, flushed by this thread: anything else (a fallback op, the pending-op
   // bound, another thread's flush) split it, and no single program replays it.
-  if (!state.active || g_counters.flushes != state.flushes_at_begin + 1) return nullptr;
+  if (!state.active || lane->flushes != state.flushes_at_begin + 1) return nullptr;
   return state.result;
 }
 
 bool replay(const Capture& capture, const std::vector<StoragePtr>& storages) {
   if (storages.size() != capture.storages.size()) return false;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  flush_locked("graph replay");
+  Lock lock(g_mutex);
   std::vector<Storage*> targets(storages.size(), nullptr);
-  for (size_t i = 0; i < storages.size(); ++i) targets[i] = storages[i].get();
+  std::vector<const Storage*> touched;
+  for (size_t i = 0; i < storages.size(); ++i) {
+    targets[i] = storages[i].get();
+    if (targets[i]) touched.push_back(targets[i]);
+  }
+  settle_locked(lock, touched, nullptr);
   // Only what the program reads and writes must be as it was built for.
   auto matches = [&](int32_t index) {
     const Storage* s = targets[index];
@@ -630,40 +578,56 @@ bool replay(const Capture& capture, const std::vector<StoragePtr>& storages) {
   for (int32_t index : capture.program->output_storages) {
     if (!matches(index)) return false;
   }
-  ++g_counters.replays;
+  ++g_replays;
   // Captured graphs have no random calls, hence no generator states.
   RuntimeArguments runtime({}, capture.offsets);
   runtime.numbers = capture.numbers;
-  execute(*capture.program, targets, runtime, capture.device, current_mode() == Mode::Debug, capture.blame);
+  uint64_t epoch = 0;
+  Unlocker unlocker{[&] {
+                      epoch = g_next_epoch++;
+                      g_in_flight.insert(epoch);
+                      for (Storage* s : targets) {
+                        if (s) s->graph_epoch = epoch;
+                      }
+                      lock.unlock();
+                    },
+                    [&] {
+                      lock.lock();
+                      g_in_flight.erase(epoch);
+                      g_settled.notify_all();
+                    }};
+  execute(*capture.program, targets, runtime, capture.device, current_mode() == Mode::Debug, capture.blame, unlocker);
   return true;
 }
 
 Counters counters() {
   Counters c;
-  c.ops = g_counters.ops;
-  c.cache_hits = g_counters.hits;
-  c.cache_misses = g_counters.misses;
+  const LaunchCounters& launched = launch_counters();
+  c.ops = g_ops;
+  c.cache_hits = launched.hits;
+  c.cache_misses = launched.misses;
   c.compile = compile_counters();
   for (double seconds : c.compile.seconds) c.compile_seconds += seconds;
-  c.executions = g_counters.executions;
-  c.program_outputs = g_counters.outputs;
-  c.flushes = g_counters.flushes;
-  c.replays = g_counters.replays;
-  std::lock_guard<std::mutex> lock(g_mutex);
+  c.executions = launched.executions;
+  c.program_outputs = launched.outputs;
+  c.flushes = g_flushes;
+  c.replays = g_replays;
+  Lock lock(g_mutex);
   c.flush_reasons = g_flush_reasons;
   return c;
 }
 
 void reset_counters() {
-  g_counters.ops = 0;
-  g_counters.hits = 0;
-  g_counters.misses = 0;
+  LaunchCounters& launched = launch_counters();
+  g_ops = 0;
+  launched.hits = 0;
+  launched.misses = 0;
   reset_compile_counters();
-  g_counters.executions = 0;
-  g_counters.outputs = 0;
-  g_counters.flushes = 0;
-  g_counters.replays = 0;
-  std::lock_guard<std::mutex> lock(g_mutex);
+  launched.executions = 0;
+  launched.outputs = 0;
+  g_flushes = 0;
+  g_replays = 0;
+  Lock lock(g_mutex);
   g_flush_reasons.clear();
 }
 

@@ -35,9 +35,20 @@ void set_default_mode(Mode mode);  // for threads that never chose one
 // the previous one, so that code running on a borrowed thread (the autograd engine's) can put
 // back exactly what it found.
 int swap_thread_mode(int mode);
-// While a backward pass runs, threads that never chose a mode (the autograd engine's) use the
-// mode of the thread that started it. Returns the previous value; -1 means no backward running.
-int swap_backward_mode(int mode);
+
+// What the autograd engine's threads inherit from the thread that called backward(): its mode
+// and its lane (the pending graph it records into), so that a fused forward and its backward
+// become one graph and two threads' backward passes never mix. The ATen layer carries it to
+// the engine's threads in PyTorch's thread-local state and hands it back through the provider
+// (null outside a backward pass).
+struct Lane;
+struct BackwardContext {
+  Mode mode;
+  std::shared_ptr<Lane> lane;
+};
+BackwardContext backward_context();  // the calling thread's
+using BackwardContextProvider = const BackwardContext* (*)();
+void set_backward_context_provider(BackwardContextProvider provider);
 
 // A storage's device value: a 1-D buffer of `dtype`, or nothing before the first write (reads as
 // zeros, which is what PyTorch's uninitialised memory may hold anyway).
@@ -112,8 +123,9 @@ class OpError : public std::runtime_error {
 // Runs (strict, debug) or records (defer-and-fuse) the call.
 void run(OpCall call);
 
-// Sync points. flush runs every pending op; materialize flushes only if `storage` takes part in
-// the pending graph, before its buffer is read or replaced from outside the executor.
+// Sync points. flush runs the calling thread's pending ops; materialize runs whichever pending
+// graph (any thread's) `storage` takes part in, and waits for one in flight, before its buffer is
+// read or replaced from outside the executor.
 void flush(const char* reason);
 void materialize(const Storage& storage);
 void set_max_pending_ops(int64_t ops);
@@ -124,7 +136,8 @@ void copy_view(const TensorView& src, const TensorView& dst);
 // A buffer holding the view's elements densely in row-major order, in the view's dtype.
 runtime::BufferPtr dense_buffer(const TensorView& view);
 
-// Waits for every program launched on `device` (-1: all devices); raises their errors.
+// Runs every thread's pending ops, then waits for every program launched on `device` (-1: all
+// devices); raises their errors.
 void synchronize(int device);
 
 // Events: a marker of all work issued on `device` so far (pending ops are launched first), and

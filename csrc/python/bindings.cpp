@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/Generator.h>
 
+#include "aten/backward_context.h"
 #include "aten/lowered_dispatch.h"
 #include "aten/pinned_memory.h"
 #include "aten/tpu_tensor.h"
@@ -141,7 +142,8 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_mode", [](int mode) { tpu::exec::set_mode(static_cast<tpu::exec::Mode>(mode)); });
   m.def("_set_default_mode", [](int mode) { tpu::exec::set_default_mode(static_cast<tpu::exec::Mode>(mode)); });
-  m.def("_swap_backward_mode", [](int mode) { return tpu::exec::swap_backward_mode(mode); });
+  m.def("_enter_backward", [] { tpu::aten::enter_backward(); });
+  m.def("_exit_backward", [] { tpu::aten::exit_backward(); });
   m.def("_get_mode", [] { return static_cast<int>(tpu::exec::current_mode()); });
   m.def("_metrics", &metrics);
   m.def("_wait_for_compile_upgrades", [] {
