@@ -1,7 +1,10 @@
 """Where a tpu tensor would leave the process or the framework without its device: pickling for
-another process (multiprocessing queues, pipes) and DLPack. Both refuse with a message that says
-what to do, instead of failing somewhere the user cannot see (a queue's feeder thread, leaving the
-consumer waiting forever) or with an unrelated error."""
+another process (multiprocessing queues, pipes) and DLPack. Both refuse, where the user made the
+call, with a message that says what to do, instead of failing somewhere the user cannot see (a
+queue's feeder thread, leaving the consumer waiting forever) or with an unrelated error."""
+import itertools
+import threading
+
 import torch
 
 _NO_SHARING = ("tpu tensors cannot be sent to another process: the tpu device's buffers belong to the "
@@ -13,8 +16,8 @@ _NO_DLPACK = ("tpu tensors cannot be exported through DLPack: a PJRT device buff
 
 
 def _refuse_in_receiver(message):
-    """Runs where the pickle is loaded: a multiprocessing.Queue pickles in a feeder thread, where
-    raising would only print, so the receiver's get() raises instead of waiting forever."""
+    """Runs where the pickle is loaded: what reached a queue's feeder thread (where raising would
+    only print, leaving the receiver waiting forever) raises in the receiver's get() instead."""
     raise RuntimeError(message)
 
 
@@ -23,17 +26,35 @@ def _on_tpu(obj):
     return isinstance(device, torch.device) and device.type == "tpu"
 
 
+def _holds_tpu_data(obj, depth=0):
+    """Whether obj is, or a container a few levels deep holds, a tpu tensor or storage."""
+    if isinstance(obj, (torch.Tensor, torch.UntypedStorage, torch.TypedStorage)):
+        return _on_tpu(obj)
+    if depth >= 4:
+        return False
+    if isinstance(obj, dict):
+        obj = obj.values()
+    elif not isinstance(obj, (list, tuple, set, frozenset)):
+        return False
+    return any(_holds_tpu_data(item, depth + 1) for item in itertools.islice(obj, 1000))
+
+
 def _refusing_tpu(reduce):
     def reduce_unless_tpu(obj):
         if _on_tpu(obj):
-            return _refuse_in_receiver, (_NO_SHARING,)
+            if threading.current_thread().name == "QueueFeederThread":
+                return _refuse_in_receiver, (_NO_SHARING,)
+            raise RuntimeError(_NO_SHARING)
         return reduce(obj)
     return reduce_unless_tpu
 
 
-def _install_multiprocessing_reducers():
+def _install_multiprocessing_refusal():
     # torch.multiprocessing registers its reducers (shared memory for CPU, IPC handles for CUDA)
-    # for every tensor and storage class when imported; wrap each one.
+    # for every tensor and storage class when imported; wrap each one. Pipes and SimpleQueue
+    # pickle in the caller, so their send()/put() raises.
+    import multiprocessing.queues
+
     import torch.multiprocessing  # noqa: F401  (registers torch's reducers first)
     from multiprocessing.reduction import ForkingPickler
 
@@ -43,6 +64,21 @@ def _install_multiprocessing_reducers():
                 wrapped = _refusing_tpu(reduce)
                 wrapped._tpu_refusing = True
                 ForkingPickler.register(cls, wrapped)
+
+    # multiprocessing.Queue.put only hands the object to a feeder thread, which pickles it later:
+    # look for tpu data at put() so that the caller gets the error.
+    queue_put = multiprocessing.queues.Queue.put
+    if getattr(queue_put, "_tpu_refusing", False):
+        return
+
+    def put(self, obj, block=True, timeout=None):
+        if _holds_tpu_data(obj):
+            raise RuntimeError(_NO_SHARING)
+        return queue_put(self, obj, block, timeout)
+
+    put._tpu_refusing = True
+    put.__doc__ = queue_put.__doc__
+    multiprocessing.queues.Queue.put = put
 
 
 def _install_dlpack_refusal():
@@ -76,6 +112,6 @@ def _install_dlpack_refusal():
 
 
 def install():
-    _install_multiprocessing_reducers()
+    _install_multiprocessing_refusal()
     _install_dlpack_refusal()
 
