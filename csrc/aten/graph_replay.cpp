@@ -6,7 +6,7 @@
 
 #include <ATen/ops/empty.h>
 
-#include "aten/lowered_dispatch.h"
+#include "aten/device_checks.h"
 #include "aten/tpu_tensor.h"
 #include "cache/program_cache.h"
 

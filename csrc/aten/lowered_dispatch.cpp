@@ -5,24 +5,21 @@
 // the op's lowering. Ops with no lowering, or an argument combination their lowering declines,
 // run on the CPU through the counted fallback.
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/native/CPUFallback.h>
-#include <ATen/ops/any.h>
 #include <ATen/ops/nonzero.h>
-#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include <cstdlib>
-#include <map>
 #include <mutex>
 #include <set>
 #include <unordered_map>
 #include <vector>
 
 #include "aten/argument_checks.h"
-#include "aten/lowered_dispatch.h"
+#include "aten/cpu_fallback.h"
+#include "aten/device_checks.h"
+#include "aten/meta_results.h"
 #include "aten/tpu_tensor.h"
 
 namespace tpu::aten {
@@ -32,96 +29,10 @@ namespace {
 using lowering::Arg;
 constexpr auto kTpu = c10::DeviceType::PrivateUse1;
 
-std::mutex g_fallback_mutex;
-std::map<std::string, int64_t> g_fallback_counts;
-std::set<std::string> g_warned;
-std::atomic<bool> g_warn_on_fallback{true};
-
-FallbackPolicy initial_policy() {
-  const char* env = std::getenv("TORCH_TPU_FALLBACK");
-  return env && std::string(env) == "error" ? FallbackPolicy::Error : FallbackPolicy::Allow;
-}
-std::atomic<FallbackPolicy> g_policy{initial_policy()};
-
 bool is_tpu(const at::Tensor& t) { return t.defined() && t.device().type() == kTpu; }
-
-std::string display_name(const c10::FunctionSchema& schema) {
-  return schema.name() + (schema.overload_name().empty() ? "" : "." + schema.overload_name());
-}
-
-void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  std::string name = display_name(op.schema());
-  TORCH_CHECK_NOT_IMPLEMENTED(g_policy != FallbackPolicy::Error, "tpu: ", name,
-                              " has no tpu lowering, and TORCH_TPU_FALLBACK=error forbids running it "
-                              "on the CPU");
-  bool warn = false;
-  {
-    std::lock_guard<std::mutex> lock(g_fallback_mutex);
-    ++g_fallback_counts[name];
-    warn = g_warn_on_fallback && g_warned.insert(name).second;
-  }
-  if (warn) {
-    TORCH_WARN("tpu: ", name, " is not lowered for the tpu device yet; it runs on the CPU (copying its "
-               "tensors each way). torch_tpu.fallback_counts() counts these; "
-               "torch_tpu.set_fallback_warnings(False) silences this warning.");
-  }
-  exec::flush("fallback op");
-  // convolution_overrideable's CPU kernel only raises (CPU never routes there); aten::convolution
-  // takes the same arguments and is what CPU runs.
-  static const c10::OperatorHandle convolution = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
-  bool overridable_convolution = op.schema().name() == "aten::convolution_overrideable";
-  at::native::cpu_fallback(overridable_convolution ? convolution : op, stack, /*error_on_views=*/true);
-}
-
-// Error flags of checked lowerings (lowering::Entry::checked) not yet read: the device found an
-// index out of range, which CPU would have raised at the op. Debug mode reads each at its op;
-// strict and defer-and-fuse read them all at the next host read or synchronize.
-struct PendingCheck {
-  at::Tensor flag;
-  std::string op;
-  std::string message;  // a RuntimeError's; empty: the index error of raise_index_error
-};
-std::mutex g_checks_mutex;
-std::vector<PendingCheck> g_checks;
-
-// What CPU raises for an out-of-range index of `op` (the first line of CPU's message, then ours).
-[[noreturn]] void raise_index_error(const std::string& op) {
-  static const std::set<std::string> runtime_errors = {"aten::gather", "aten::scatter", "aten::scatter_add",
-                                                       "aten::scatter_reduce", "aten::index_add",
-                                                       "aten::max_unpool2d", "aten::max_unpool3d"};
-  std::string base = op.substr(0, op.find('.'));
-  if (!base.empty() && base.back() == '_') base.pop_back();
-  TORCH_CHECK_INDEX(base != "aten::nll_loss_forward" && base != "aten::nll_loss2d_forward",
-                    "Target is out of bounds: a target is neither a class index in [0, classes) nor "
-                    "ignore_index (found by the tpu device when ", op, " ran)");
-  std::string message = op + ": index out of range in self (an index lies outside the dimension it "
-                        "indexes; found by the tpu device when the op ran)";
-  if (runtime_errors.count(base)) TORCH_CHECK(false, message);
-  TORCH_CHECK_INDEX(false, message);
-}
-
-void note_check(const at::Tensor& flag, const std::string& op, const std::string& message = {}) {
-  size_t pending;
-  {
-    std::lock_guard<std::mutex> lock(g_checks_mutex);
-    g_checks.push_back({flag, op, message});
-    pending = g_checks.size();
-  }
-  // Each pending flag keeps a one-byte device buffer alive; a program that never syncs is read
-  // now and then.
-  if (exec::current_mode() == exec::Mode::Debug || pending >= 4096) raise_device_errors();
-}
 
 // Thrown inside this file when the lowered path cannot take an op; the op then runs on the CPU.
 struct NotLowerable {};
-
-// One result of an op as its meta function describes it.
-struct ResultShape {
-  bool defined = false;
-  at::ScalarType dtype = at::kFloat;
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides;
-};
 
 at::Tensor meta_like(const at::Tensor& t) {
   return at::empty_strided(t.sizes(), t.strides(), at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta));
@@ -493,92 +404,6 @@ class CallBuilder {
   at::Tensor flag_;  // the error flag of a checked lowering
 };
 
-// Meta results by argument layout: PyTorch's meta functions are often Python reference code that
-// costs far more than running the op, and their answer only depends on what the key records.
-class MetaCache {
- public:
-  // Entries are shared, not referenced: another thread's insert may rehash or clear the map.
-  using Shapes = std::shared_ptr<const std::vector<ResultShape>>;
-  Shapes find(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = shapes_.find(key);
-    return it == shapes_.end() ? nullptr : it->second;
-  }
-  Shapes insert(const std::string& key, std::vector<ResultShape> shapes) {
-    auto entry = std::make_shared<const std::vector<ResultShape>>(std::move(shapes));
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (shapes_.size() > 65536) shapes_.clear();
-    return shapes_[key] = entry;
-  }
-
- private:
-  std::mutex mutex_;
-  std::unordered_map<std::string, Shapes> shapes_;
-};
-
-MetaCache& meta_cache() {
-  static auto* cache = new MetaCache();
-  return *cache;
-}
-
-// Runs the meta function. Raises what it raises (the same errors CPU gives for bad arguments),
-// except that a missing meta function returns nullopt: the CPU kernel then knows the shapes.
-c10::optional<std::vector<ResultShape>> run_meta(const c10::OperatorHandle& op, const CallBuilder& builder) {
-  torch::jit::Stack meta = builder.meta_stack();
-  try {
-    // convolution_overrideable has no meta function: aten::convolution's (same arguments), and
-    // convolution_backward's (bias_sizes added), describe the same results.
-    const std::string& op_name = op.schema().name();
-    if (op_name == "aten::convolution_overrideable") {
-      static auto conv = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
-      conv.callBoxed(&meta);
-    } else if (op_name == "aten::convolution_backward_overrideable") {
-      static auto conv_backward =
-          c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
-      const at::Tensor& weight = meta[2].toTensor();
-      bool transposed = meta[6].toBool();
-      int64_t channels = transposed ? weight.size(1) * meta[8].toInt() : weight.size(0);
-      meta.insert(meta.begin() + 3, c10::IValue(std::vector<int64_t>{channels}));
-      conv_backward.callBoxed(&meta);
-    } else {
-      op.callBoxed(&meta);
-    }
-  } catch (const c10::NotImplementedError&) {
-    return c10::nullopt;
-  }
-  std::vector<ResultShape> shapes;
-  const auto& returns = op.schema().returns();
-  for (size_t r = 0; r < returns.size(); ++r) {
-    ResultShape shape;
-    const c10::IValue& value = meta[r];
-    if (value.isTensor() && value.toTensor().defined()) {
-      const at::Tensor& t = value.toTensor();
-      shape.defined = true;
-      shape.dtype = t.scalar_type();
-      shape.sizes.assign(t.sizes().begin(), t.sizes().end());
-      shape.strides.assign(t.strides().begin(), t.strides().end());
-    }
-    shapes.push_back(std::move(shape));
-  }
-  // Batch norm in evaluation: the CPU kernels save no statistics and return empty tensors where
-  // the meta functions describe per-channel ones.
-  const std::string& name = op.schema().name();
-  if (name == "aten::native_batch_norm" || name == "aten::_native_batch_norm_legit" ||
-      name == "aten::_native_batch_norm_legit_no_training") {
-    const auto& arguments = op.schema().arguments();
-    size_t training_index = op.schema().overload_name().rfind("no_stats", 0) == 0 ? 3 : 5;
-    bool evaluating = name == "aten::_native_batch_norm_legit_no_training" ||
-                      (training_index < arguments.size() && !builder.arg_bool(training_index));
-    if (evaluating && shapes.size() == 3) {
-      for (size_t r = 1; r < 3; ++r) {
-        shapes[r].sizes = {0};
-        shapes[r].strides = {1};
-      }
-    }
-  }
-  return shapes;
-}
-
 // Runs `op` through its lowering; false when it has to go to the CPU instead.
 bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const lowering::Entry* entry) {
   const size_t num_args = op.schema().arguments().size();
@@ -591,7 +416,7 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   }
   MetaCache::Shapes shapes = meta_cache().find(builder.meta_key());
   if (!shapes) {
-    auto computed = run_meta(op, builder);
+    auto computed = run_meta(op, builder.meta_stack(), torch::jit::last(*stack, num_args));
     if (!computed) return false;
     shapes = meta_cache().insert(builder.meta_key(), std::move(*computed));
   }
@@ -601,7 +426,7 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     results = builder.plan_outputs(*shapes);
     at::Tensor flag = builder.flag();
     exec::run(builder.take_call());
-    if (flag.defined()) note_check(flag, display_name(op.schema()));
+    if (flag.defined()) note_device_check(flag, display_name(op.schema()));
   } catch (const NotLowerable&) {
     return false;
   } catch (const lowering::Unsupported&) {
@@ -657,57 +482,6 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 }  // namespace
 
-void note_device_check(const at::Tensor& flag, const std::string& op, const std::string& message) {
-  note_check(flag, op, message);
-}
-
-std::unordered_map<const exec::Storage*, std::string> pending_device_checks() {
-  std::unordered_map<const exec::Storage*, std::string> ops;
-  std::lock_guard<std::mutex> lock(g_checks_mutex);
-  for (const auto& check : g_checks) ops.emplace(storage_of(check.flag).get(), check.op);
-  return ops;
-}
-
-void raise_device_errors() {
-  std::vector<PendingCheck> checks;
-  {
-    std::lock_guard<std::mutex> lock(g_checks_mutex);
-    checks.swap(g_checks);
-  }
-  if (checks.empty()) return;
-  // One read for all flags; only a failure reads them one by one, to name the op.
-  bool any = false;
-  if (checks.size() == 1) {
-    any = checks[0].flag.item<bool>();
-  } else {
-    std::vector<at::Tensor> flags;
-    flags.reserve(checks.size());
-    for (const auto& check : checks) flags.push_back(check.flag.reshape({1}));
-    any = at::cat(flags).any().item<bool>();
-  }
-  if (!any) return;
-  for (const auto& check : checks) {
-    if (!check.flag.item<bool>()) continue;
-    TORCH_CHECK(check.message.empty(), check.message);
-    raise_index_error(check.op);
-  }
-}
-
-void set_fallback_policy(FallbackPolicy policy) { g_policy = policy; }
-FallbackPolicy fallback_policy() { return g_policy; }
-void set_fallback_warnings(bool enabled) { g_warn_on_fallback = enabled; }
-
-std::map<std::string, int64_t> fallback_counts() {
-  std::lock_guard<std::mutex> lock(g_fallback_mutex);
-  return g_fallback_counts;
-}
-
-void reset_fallback_counts() {
-  std::lock_guard<std::mutex> lock(g_fallback_mutex);
-  g_fallback_counts.clear();
-  g_warned.clear();
-}
-
 // PyTorch routes convolutions on out-of-tree backends to these two ops, whose
 // CompositeExplicitAutograd kernels only raise; the boxed fallback would never see them.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -731,12 +505,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // to resolve a conjugate view).
   m.impl("conj_physical_", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
 }
-
-// Runs before any tpu op can: synchronize() raises what the device flagged.
-const bool g_sync_hook_installed = [] {
-  exec::set_sync_hook(&raise_device_errors);
-  return true;
-}();
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());

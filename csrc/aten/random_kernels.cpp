@@ -9,7 +9,7 @@
 
 #include <limits>
 
-#include "aten/lowered_dispatch.h"
+#include "aten/device_checks.h"
 
 namespace {
 

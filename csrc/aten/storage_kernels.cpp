@@ -13,7 +13,7 @@
 #include <c10/util/strides.h>
 #include <torch/library.h>
 
-#include "aten/lowered_dispatch.h"
+#include "aten/device_checks.h"
 #include "aten/tpu_tensor.h"
 #include "exec/device_queue.h"
 

@@ -6,7 +6,8 @@
 #include <torch/csrc/Generator.h>
 
 #include "aten/backward_context.h"
-#include "aten/lowered_dispatch.h"
+#include "aten/cpu_fallback.h"
+#include "aten/device_checks.h"
 #include "aten/pinned_memory.h"
 #include "aten/tpu_tensor.h"
 #include "cache/program_cache.h"

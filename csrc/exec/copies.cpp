@@ -1,0 +1,56 @@
+// The executor's copies: a view into another (the copy kernel's device part, across devices
+// too) and a view's elements as one dense buffer (what host reads and collectives take). Both
+// are ordinary calls through run(), so they follow the calling thread's mode.
+#include "exec/executor.h"
+
+#include "lowering/view_access.h"
+
+namespace tpu::exec {
+
+void copy_view(const TensorView& src, const TensorView& dst) {
+  static const lowering::Entry* copy = lowering::find_lowering("_tpu_copy");
+  TensorView source = src;
+  if (src.storage->device != dst.storage->device) {
+    materialize(*src.storage);
+    if (src.storage->buffer) {
+      auto moved = std::make_shared<Storage>();
+      moved->device = dst.storage->device;
+      moved->nbytes = src.storage->nbytes;
+      moved->dtype = src.storage->dtype;
+      moved->buffer = runtime::Client::get().copy_to_device(*src.storage->buffer, dst.storage->device);
+      source.storage = moved;
+    }
+  }
+  OpCall call;
+  call.name = "_tpu_copy";
+  call.lowering = copy;
+  lowering::Arg arg;
+  arg.kind = lowering::Arg::Kind::Tensor;
+  arg.slot = 0;
+  call.args.push_back(arg);
+  call.inputs.push_back(source);
+  call.outputs.push_back({dst.dtype, dst.layout.sizes});
+  call.destinations.push_back(dst);
+  call.device = dst.storage->device;
+  run(std::move(call));
+}
+
+runtime::BufferPtr dense_buffer(const TensorView& view) {
+  const Storage& s = *view.storage;
+  materialize(s);
+  int64_t count = numel(view.layout.sizes);
+  if (s.buffer && s.dtype == view.dtype && view.layout.offset == 0 &&
+      count == s.length_as(s.dtype) && lowering::is_contiguous(view.layout)) {
+    return s.buffer;
+  }
+  auto dense = std::make_shared<Storage>();
+  dense->device = s.device;
+  dense->nbytes = count * itemsize(view.dtype);
+  dense->dtype = view.dtype;
+  TensorView target{dense, view.dtype, lowering::dense_layout(view.layout.sizes)};
+  copy_view(view, target);
+  materialize(*dense);
+  return dense->buffer;
+}
+
+}  // namespace tpu::exec
