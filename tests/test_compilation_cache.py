@@ -55,6 +55,7 @@ def worker_env(directory, **extra):
     env.pop("TORCH_TPU_CACHE_MAX_BYTES", None)
     env.pop("TORCH_TPU_INJECT_COMPILE_FAILURE", None)  # it turns the disk cache off
     env["TORCH_TPU_CACHE_DIR"] = str(directory)
+    env["TORCH_TPU_EAGER_MODE"] = "strict"  # the program counts below are strict mode's, whatever the caller's
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
@@ -156,8 +157,9 @@ def test_the_directory_comes_from_the_environment(monkeypatch):
     assert _C._cache_directory_from_environment() is None
 
 
-def test_a_repeated_program_is_a_memory_hit():
+def test_a_repeated_program_is_a_memory_hit(mode):
     x = torch.randn(5, 7, device="tpu")
+    x.cpu()
     x.tanh().cpu()
     before = torch_tpu.cache_stats()
     x.tanh().cpu()

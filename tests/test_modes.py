@@ -32,14 +32,16 @@ def test_names_and_aliases():
         torch_tpu.set_eager_mode("turbo")
 
 
-def test_default_is_strict_and_context_manager_restores():
-    assert torch_tpu.get_eager_mode() is EagerMode.DEFER_NEVER
+def test_default_comes_from_the_environment_and_context_manager_restores():
+    # Strict when the environment names no mode (test_mode_from_environment covers each name).
+    default = torch_tpu.mode_from_environment()
+    assert torch_tpu.get_eager_mode() is default
     with torch_tpu.eager_mode("debug"):
         assert torch_tpu.get_eager_mode() is EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING
         with torch_tpu.eager_mode("fused"):
             assert torch_tpu.get_eager_mode() is EagerMode.DEFER_AND_FUSE
         assert torch_tpu.get_eager_mode() is EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING
-    assert torch_tpu.get_eager_mode() is EagerMode.DEFER_NEVER
+    assert torch_tpu.get_eager_mode() is default
 
 
 def test_mode_is_per_thread():
@@ -52,7 +54,8 @@ def test_mode_is_per_thread():
         thread.start()
         thread.join()
         assert torch_tpu.get_eager_mode() is EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING
-    assert seen["mode"] is EagerMode.DEFER_NEVER
+    # A new thread starts in the process's default mode, not its creator's.
+    assert seen["mode"] is torch_tpu.mode_from_environment()
 
 
 @pytest.mark.parametrize("env,expected", [

@@ -95,6 +95,41 @@ Unlocker unlocker_for(Lock& lock) {
   return {[&lock] { lock.unlock(); }, [&lock] { lock.lock(); }};
 }
 
+// Lets the lock go around a launch's slow steps (a compile, a debug-mode wait), marking
+// `storages` in flight meanwhile so that other threads touching them wait; they land when this
+// is destroyed, with the lock held again.
+class InFlightWhileUnlocked {
+ public:
+  InFlightWhileUnlocked(Lock& lock, std::vector<Storage*> storages)
+      : lock_(lock),
+        storages_(std::move(storages)),
+        unlocker_{[this] { release(); }, [this] { lock_.lock(); }} {}
+  ~InFlightWhileUnlocked() {
+    if (epoch_ == 0) return;
+    g_in_flight.erase(epoch_);
+    g_settled.notify_all();
+  }
+  InFlightWhileUnlocked(const InFlightWhileUnlocked&) = delete;
+  InFlightWhileUnlocked& operator=(const InFlightWhileUnlocked&) = delete;
+  const Unlocker& unlocker() const { return unlocker_; }
+
+ private:
+  void release() {
+    if (epoch_ == 0) {
+      epoch_ = g_next_epoch++;
+      g_in_flight.insert(epoch_);
+      for (Storage* s : storages_) {
+        if (s) s->graph_epoch = epoch_;
+      }
+    }
+    lock_.unlock();
+  }
+  Lock& lock_;
+  std::vector<Storage*> storages_;
+  Unlocker unlocker_;
+  uint64_t epoch_ = 0;
+};
+
 std::vector<const Storage*> storages_of(const OpCall& call) {
   std::vector<const Storage*> storages;
   for (const auto& view : call.inputs) storages.push_back(view.storage.get());
@@ -423,25 +458,9 @@ void run(OpCall call) {
     append_call_key(key, call, storages, offsets);
     std::vector<OpCall> calls;
     calls.push_back(std::move(call));
-    // While the lock is let go (a compile, a debug-mode wait), the op's storages are in flight.
-    uint64_t epoch = 0;
-    Unlocker unlocker{[&] {
-                        if (epoch == 0) {
-                          epoch = g_next_epoch++;
-                          g_in_flight.insert(epoch);
-                          for (Storage* s : storages.items()) s->graph_epoch = epoch;
-                        }
-                        lock.unlock();
-                      },
-                      [&] { lock.lock(); }};
-    try {
-      launch(key, ProgramKind::PerOp, calls, storages, std::move(offsets), calls.back().device,
-             /*wait=*/mode == Mode::Debug, {}, unlocker);
-    } catch (...) {
-      if (epoch) g_in_flight.erase(epoch), g_settled.notify_all();
-      throw;
-    }
-    if (epoch) g_in_flight.erase(epoch), g_settled.notify_all();
+    InFlightWhileUnlocked in_flight(lock, storages.items());
+    launch(key, ProgramKind::PerOp, calls, storages, std::move(offsets), calls.back().device,
+           /*wait=*/mode == Mode::Debug, {}, in_flight.unlocker());
   } catch (const OpError& e) {
     std::string where = g_location ? g_location() : "";
     if (where.empty()) throw;
@@ -536,21 +555,9 @@ bool replay(const Capture& capture, const std::vector<StoragePtr>& storages) {
   // Captured graphs have no random calls, hence no generator states.
   RuntimeArguments runtime({}, capture.offsets);
   runtime.numbers = capture.numbers;
-  uint64_t epoch = 0;
-  Unlocker unlocker{[&] {
-                      epoch = g_next_epoch++;
-                      g_in_flight.insert(epoch);
-                      for (Storage* s : targets) {
-                        if (s) s->graph_epoch = epoch;
-                      }
-                      lock.unlock();
-                    },
-                    [&] {
-                      lock.lock();
-                      g_in_flight.erase(epoch);
-                      g_settled.notify_all();
-                    }};
-  execute(*capture.program, targets, runtime, capture.device, current_mode() == Mode::Debug, capture.blame, unlocker);
+  InFlightWhileUnlocked in_flight(lock, targets);
+  execute(*capture.program, targets, runtime, capture.device, current_mode() == Mode::Debug, capture.blame,
+          in_flight.unlocker());
   return true;
 }
 
