@@ -43,7 +43,7 @@ def set_eager_mode(mode):
     threads' pending graphs are theirs: flushing them would cut their graphs at random points)."""
     resolved = _resolve(mode)
     if _C._get_mode() != resolved.value and _C._is_available():
-        _C._flush()
+        _C._flush("mode change")
     _C._set_mode(resolved.value)
 
 

@@ -152,10 +152,10 @@ PYBIND11_MODULE(_C, m) {
     tpu::exec::wait_for_upgrades();
   });
   m.def("_set_max_pending_ops", [](int64_t ops) { tpu::exec::set_max_pending_ops(ops); });
-  m.def("_flush", [] {
+  m.def("_flush", [](const std::string& reason) {
     py::gil_scoped_release no_gil;
-    tpu::exec::flush("explicit");
-  });
+    tpu::exec::flush(reason.c_str());
+  }, py::arg("reason") = "explicit");
   m.def("_reset_metrics", [] { tpu::exec::reset_counters(); });
   m.def("_clear_program_cache", [] { tpu::cache::ProgramCache::get().clear(); });
   m.def("_fallback_counts", [] { return tpu::aten::fallback_counts(); });
