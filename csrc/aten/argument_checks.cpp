@@ -2,8 +2,11 @@
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/Tensor.h>
+#include <c10/util/SmallVector.h>
 
+#include <mutex>
 #include <set>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -24,8 +27,10 @@ struct TensorArgument {
   bool written;
 };
 
-std::vector<TensorArgument> tensor_arguments(const c10::FunctionSchema& schema, at::ArrayRef<c10::IValue> args) {
-  std::vector<TensorArgument> tensors;
+using TensorArguments = c10::SmallVector<TensorArgument, 8>;
+
+TensorArguments tensor_arguments(const c10::FunctionSchema& schema, at::ArrayRef<c10::IValue> args) {
+  TensorArguments tensors;
   for (size_t i = 0; i < args.size() && i < schema.arguments().size(); ++i) {
     const auto& info = schema.arguments()[i].alias_info();
     bool written = info && info->isWrite();
@@ -65,7 +70,7 @@ void check_list_devices(const c10::FunctionSchema& schema, at::ArrayRef<c10::IVa
 
 // ATen's memory-overlap rule (TensorIterator and most out= kernels): a written tensor may be an
 // input itself, but must not share only some of its elements with one.
-void check_overlap(const std::vector<TensorArgument>& tensors) {
+void check_overlap(const TensorArguments& tensors) {
   for (const auto& written : tensors) {
     if (!written.written || written.tensor->device().type() != kTpu) continue;
     for (const auto& input : tensors) {
@@ -101,7 +106,7 @@ void check_index_put_dtypes(const c10::FunctionSchema& schema, at::ArrayRef<c10:
 }
 
 // Matrix products do not promote (their meta functions allow mixed dtypes).
-void check_matmul_dtypes(const c10::FunctionSchema& schema, const std::vector<TensorArgument>& tensors) {
+void check_matmul_dtypes(const c10::FunctionSchema& schema, const TensorArguments& tensors) {
   static const std::set<std::string> same_dtype_ops = {"aten::mm", "aten::bmm", "aten::addmm", "aten::addmm_",
                                                         "aten::baddbmm", "aten::baddbmm_", "aten::addbmm",
                                                         "aten::dot", "aten::vdot", "aten::mv", "aten::addmv"};
@@ -118,16 +123,43 @@ void check_matmul_dtypes(const c10::FunctionSchema& schema, const std::vector<Te
   }
 }
 
+// Which checks can apply to an op, from its schema alone: worked out once per op, since this runs
+// before every op (most ops, functional ones with no tensor list, need none).
+enum Applicable : uint8_t { kListDevices = 1, kWrites = 2, kByName = 4 };
+
+uint8_t applicable_checks(const c10::FunctionSchema& schema) {
+  static std::mutex mutex;
+  static std::unordered_map<const c10::FunctionSchema*, uint8_t> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, inserted] = cache.emplace(&schema, 0);
+  if (!inserted) return it->second;
+  uint8_t checks = 0;
+  for (const c10::Argument& argument : schema.arguments()) {
+    if (is_tensor_list_type(argument)) checks |= kListDevices;
+    if (argument.alias_info() && argument.alias_info()->isWrite()) checks |= kWrites;
+  }
+  static const std::set<std::string> by_name = {
+      "aten::max", "aten::min", "aten::index_put", "aten::index_put_", "aten::_index_put_impl",
+      "aten::_index_put_impl_", "aten::mm", "aten::bmm", "aten::addmm", "aten::addmm_", "aten::baddbmm",
+      "aten::baddbmm_", "aten::addbmm", "aten::dot", "aten::vdot", "aten::mv", "aten::addmv"};
+  if (by_name.count(schema.name())) checks |= kByName;
+  return it->second = checks;
+}
+
 }  // namespace
 
 void check_arguments_like_cpu(const c10::OperatorHandle& op, at::ArrayRef<c10::IValue> args) {
   const c10::FunctionSchema& schema = op.schema();
-  check_list_devices(schema, args);
-  std::vector<TensorArgument> tensors = tensor_arguments(schema, args);
-  check_overlap(tensors);
-  check_full_reduction_of_empty(schema, args);
-  check_index_put_dtypes(schema, args);
-  check_matmul_dtypes(schema, tensors);
+  uint8_t checks = applicable_checks(schema);
+  if (checks == 0) return;
+  if (checks & kListDevices) check_list_devices(schema, args);
+  TensorArguments tensors = tensor_arguments(schema, args);
+  if (checks & kWrites) check_overlap(tensors);
+  if (checks & kByName) {
+    check_full_reduction_of_empty(schema, args);
+    check_index_put_dtypes(schema, args);
+    check_matmul_dtypes(schema, tensors);
+  }
 }
 
 }  // namespace tpu::aten

@@ -100,9 +100,9 @@ Unlocker unlocker_for(Lock& lock) {
 // is destroyed, with the lock held again.
 class InFlightWhileUnlocked {
  public:
-  InFlightWhileUnlocked(Lock& lock, std::vector<Storage*> storages)
+  InFlightWhileUnlocked(Lock& lock, const std::vector<Storage*>& storages)
       : lock_(lock),
-        storages_(std::move(storages)),
+        storages_(storages),
         unlocker_{[this] { release(); }, [this] { lock_.lock(); }} {}
   ~InFlightWhileUnlocked() {
     if (epoch_ == 0) return;
@@ -125,7 +125,7 @@ class InFlightWhileUnlocked {
     lock_.unlock();
   }
   Lock& lock_;
-  std::vector<Storage*> storages_;
+  const std::vector<Storage*>& storages_;  // outlives this
   Unlocker unlocker_;
   uint64_t epoch_ = 0;
 };
@@ -189,6 +189,7 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
 // another lane is run (in this one too when `own_lane` is null), one in flight is waited for.
 // True when it had to let the lock go, so that the caller checks its own state again.
 bool settle_locked(Lock& lock, const std::vector<const Storage*>& storages, const Lane* own_lane) {
+  if (g_pending.empty() && g_in_flight.empty()) return false;  // one thread in strict mode: always
   bool released = false;
   for (bool again = true; again;) {
     again = false;
@@ -451,7 +452,7 @@ void run(OpCall call) {
     Lock lock(g_mutex);
     // A fused graph (another thread's, or this one's before a mode change) may hold values this
     // op reads or writes.
-    settle_locked(lock, storages_of(call), nullptr);
+    if (!g_pending.empty() || !g_in_flight.empty()) settle_locked(lock, storages_of(call), nullptr);
     StorageSet storages;
     std::string key;
     std::vector<int64_t> offsets;
