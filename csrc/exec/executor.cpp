@@ -189,7 +189,10 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
 // another lane is run (in this one too when `own_lane` is null), one in flight is waited for.
 // True when it had to let the lock go, so that the caller checks its own state again.
 bool settle_locked(Lock& lock, const std::vector<const Storage*>& storages, const Lane* own_lane) {
-  if (g_pending.empty() && g_in_flight.empty()) return false;  // one thread in strict mode: always
+  // One thread, strict or fused: nothing but its own graph can hold a storage.
+  bool only_own = g_pending.empty() ||
+                  (own_lane && g_pending.size() == 1 && g_pending.begin()->second.get() == own_lane);
+  if (only_own && g_in_flight.empty()) return false;
   bool released = false;
   for (bool again = true; again;) {
     again = false;
