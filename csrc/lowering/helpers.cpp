@@ -158,6 +158,19 @@ Value expand_back(hlo::Builder& b, Value reduced, const Dims& full, const Dims& 
   return b.broadcast_to(keep_dims(b, reduced, full, dims), full);
 }
 
+Value any_outside(hlo::Builder& b, Value index, int64_t lowest, int64_t size, std::optional<int64_t> allowed) {
+  if (!index.valid() || numel(b.dims(index)) == 0) return b.constant(0, DType::Bool);
+  Value i = b.convert(index, DType::I64);
+  TensorType type = b.type(i);
+  Value bad = b.binary("stablehlo.or", b.compare(i, b.full(static_cast<double>(lowest), type), "LT"),
+                       b.compare(i, b.full(static_cast<double>(size), type), "GE"));
+  if (allowed) {
+    bad = b.binary("stablehlo.and", bad, b.compare(i, b.full(static_cast<double>(*allowed), type), "NE"));
+  }
+  if (b.rank(bad) == 0) return bad;
+  return b.reduce(bad, b.constant(0, DType::Bool), all_dims(b.rank(bad)), "stablehlo.or");
+}
+
 Value is_nan(hlo::Builder& b, Value x) { return b.compare(x, x, "NE"); }
 
 double lowest(DType dtype) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <optional>
 
 #include "lowering/registry.h"
 
@@ -53,6 +54,12 @@ Value gather_along(hlo::Builder& b, Value x, int64_t dim, Value positions);
 // target with updates' slice i added into its slice positions[i] along `dim` (the gradient of
 // gather_along when target is zeros).
 Value scatter_add_along(hlo::Builder& b, Value target, int64_t dim, Value positions, Value updates);
+
+// A rank-0 bool: does any index lie outside [lowest, size) (other than `allowed`, such as
+// nll_loss's ignore_index)? XLA clamps such indices in a gather and drops them in a scatter,
+// where CPU raises; this is the flag of a checked lowering.
+Value any_outside(hlo::Builder& b, Value index, int64_t lowest, int64_t size,
+                  std::optional<int64_t> allowed = std::nullopt);
 
 // True where a float is NaN (x != x).
 Value is_nan(hlo::Builder& b, Value x);

@@ -21,18 +21,6 @@ std::string accumulate_combiner(DType dtype, bool multiply = false) {
   return multiply ? "stablehlo.multiply" : "stablehlo.add";
 }
 
-// A rank-0 bool: does any index lie outside [lowest, size)? XLA clamps such indices in a gather
-// and drops them in a scatter, where CPU raises; this is the flag of a checked lowering.
-Value any_outside(Builder& b, Value index, int64_t lowest, int64_t size) {
-  if (!index.valid() || numel(b.dims(index)) == 0) return b.constant(0, DType::Bool);
-  Value i = b.convert(index, DType::I64);
-  TensorType type = b.type(i);
-  Value bad = b.binary("stablehlo.or", b.compare(i, b.full(static_cast<double>(lowest), type), "LT"),
-                       b.compare(i, b.full(static_cast<double>(size), type), "GE"));
-  if (b.rank(bad) == 0) return bad;
-  return b.reduce(bad, b.constant(0, DType::Bool), all_dims(b.rank(bad)), "stablehlo.or");
-}
-
 Value any_of(Builder& b, Value x, Value y) { return b.binary("stablehlo.or", x, y); }
 
 // cat(tensors, dim): every input converted to the result dtype. Inputs without elements add

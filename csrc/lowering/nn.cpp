@@ -327,20 +327,6 @@ NllPicks nll_picks(Context& ctx, Value input, size_t target_index, size_t weight
   return {class_dim, chosen, class_weight, sample_weight};
 }
 
-// The checked lowering's flag: a target that is neither a class nor ignore_index (CPU raises;
-// the picks would silently drop the sample).
-Value any_target_out_of_range(Builder& b, Value target, int64_t classes, int64_t ignore_index) {
-  if (numel(b.dims(target)) == 0) return b.constant(0, DType::Bool);
-  Value t = b.convert(target, DType::I64);
-  TensorType type = b.type(t);
-  Value outside = b.binary("stablehlo.or", b.compare(t, b.zeros(type), "LT"),
-                           b.compare(t, b.full(static_cast<double>(classes), type), "GE"));
-  Value bad = b.binary("stablehlo.and", outside,
-                       b.compare(t, b.full(static_cast<double>(ignore_index), type), "NE"));
-  if (b.rank(bad) == 0) return bad;
-  return b.reduce(bad, b.constant(0, DType::Bool), all_dims(b.rank(bad)), "stablehlo.or");
-}
-
 // nll_loss_forward / nll_loss2d_forward(self, target, weight?, reduction, ignore_index)
 // -> (output, total_weight), and the flag of a target out of range
 std::vector<Value> lower_nll_loss_forward(Context& ctx) {
@@ -350,7 +336,8 @@ std::vector<Value> lower_nll_loss_forward(Context& ctx) {
   Reduction reduction = reduction_arg(ctx, 3);
   int64_t ignore_index = ctx.int_arg(4, -100);
   int64_t class_dim = b.rank(input) == 1 ? 0 : 1;
-  Value bad = any_target_out_of_range(b, ctx.tensor(1), b.dims(input)[class_dim], ignore_index);
+  // A target that is neither a class nor ignore_index: CPU raises; the picks would drop it.
+  Value bad = any_outside(b, ctx.tensor(1), 0, b.dims(input)[class_dim], ignore_index);
   NllPicks p = nll_picks(ctx, input, 1, 2, ignore_index);
   Value zeros = b.zeros(b.type(input));
   Value weighted = b.select(p.chosen, b.mul(input, p.class_weight), zeros);
