@@ -384,7 +384,10 @@ void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call)
     g_lowerable.insert(std::move(fragment));
   }
   if (starts) g_pending.emplace(graph.epoch, lane);
-  for (const Storage* s : touched) const_cast<Storage*>(s)->graph_epoch = graph.epoch;
+  for (const auto& view : call.inputs) view.storage->graph_epoch = graph.epoch;
+  for (const auto& view : call.destinations) {
+    if (view.storage) view.storage->graph_epoch = graph.epoch;
+  }
   graph.last_location = call.location;
   graph.key_ends.push_back(graph.key.size());
   graph.offsets_ends.push_back(graph.offsets.size());
