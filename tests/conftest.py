@@ -18,6 +18,14 @@ import torch_tpu  # noqa: E402
 MODES = ["debug", "strict", "defer_and_fuse"]
 
 
+@pytest.fixture(autouse=True)
+def fresh_shape_history():
+    """Which ops have met which sizes is process-wide (csrc/exec/padding.h): each test starts
+    without the sizes earlier tests used, so that the programs it counts are its own."""
+    torch_tpu._C._forget_shape_history()
+    yield
+
+
 @pytest.fixture(params=MODES)
 def mode(request):
     """Runs the test inside torch_tpu.eager_mode(<mode>) for each of the three eager modes."""

@@ -9,6 +9,7 @@
 #include <ATen/ops/_neg_view.h>
 #include <ATen/ops/copy_native.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/strides.h>
 #include <torch/library.h>
@@ -16,6 +17,7 @@
 #include "aten/device_checks.h"
 #include "aten/tpu_tensor.h"
 #include "exec/device_queue.h"
+#include "exec/padding.h"
 
 namespace tpu::aten {
 
@@ -221,8 +223,18 @@ void upload(const at::Tensor& src, const at::Tensor& dst) {
   if (source_dtype == target.dtype && target.layout.offset == 0 && lowering::is_contiguous(target.layout) &&
       count * itemsize(source_dtype) == storage.nbytes) {
     exec::materialize(storage);  // a pending graph may still read or write the old value
-    target.storage->buffer = client.from_host(host.data_ptr(), {source_dtype, {count}}, storage.device);
+    int64_t spare = storage.exact_length ? -1 : exec::upload_spare_bytes(source_dtype, target.layout.sizes);
+    if (spare > 0) {
+      // Sizes that keep changing from upload to upload: the buffer gets its bucket's room.
+      at::Tensor roomy = at::zeros({count + spare / itemsize(source_dtype)}, host.options());
+      roomy.narrow(0, 0, count).copy_(host.reshape({count}));
+      host = roomy;
+    }
+    target.storage->buffer = client.from_host(host.data_ptr(), {source_dtype, {host.numel()}}, storage.device);
     target.storage->dtype = source_dtype;
+    target.storage->spare_bytes = std::max<int64_t>(spare, 0);
+    target.storage->sized_to_bucket = spare >= 0;
+    target.storage->grows = false;
     return;
   }
   auto staged = std::make_shared<exec::Storage>();
@@ -241,13 +253,27 @@ void download(const at::Tensor& src, const at::Tensor& dst) {
   exec::TensorView view = view_of(src.expand(dst.sizes()));
   if (numel(view.layout.sizes) == 0) return;
   DType wanted = to_dtype(dst.scalar_type());
+  const exec::Storage& storage = *view.storage;
   runtime::BufferPtr buffer;
+  exec::materialize(storage);
+  if (wanted == view.dtype && storage.buffer && storage.spare_bytes > 0 && storage.dtype == view.dtype &&
+      view.layout.offset == 0 && lowering::is_contiguous(view.layout) &&
+      numel(view.layout.sizes) * itemsize(wanted) == storage.nbytes) {
+    // The whole storage, with its bucket's room (exec/padding.h): one transfer, no program.
+    runtime::BufferPtr roomy = storage.buffer;
+    at::Tensor staging = at::empty({storage.value_bytes() / dst.element_size()}, dst.options());
+    runtime::Client::get().to_host(*roomy, staging.data_ptr());
+    dst.copy_(staging.narrow(0, 0, dst.numel()).view(dst.sizes()));
+    exec::settle_device(storage.device);
+    return;
+  }
   if (wanted == view.dtype) {
     buffer = exec::dense_buffer(view);
   } else {
     auto converted = std::make_shared<exec::Storage>();
     converted->device = view.storage->device;
     converted->nbytes = numel(view.layout.sizes) * itemsize(wanted);
+    converted->exact_length = true;
     exec::TensorView target{converted, wanted, lowering::dense_layout(view.layout.sizes)};
     exec::copy_view(view, target);
     exec::materialize(*converted);

@@ -277,6 +277,9 @@ void install(const at::Tensor& dst, const runtime::BufferPtr& flat, int64_t offs
     exec::materialize(storage);  // a pending graph may still read or write the old value
     storage.buffer = flat;
     storage.dtype = target.dtype;
+    storage.spare_bytes = 0;
+    storage.sized_to_bucket = false;
+    storage.grows = false;
     return;
   }
   auto staged = std::make_shared<exec::Storage>();

@@ -16,6 +16,9 @@ void copy_view(const TensorView& src, const TensorView& dst) {
       auto moved = std::make_shared<Storage>();
       moved->device = dst.storage->device;
       moved->nbytes = src.storage->nbytes;
+      moved->spare_bytes = src.storage->spare_bytes;
+      moved->sized_to_bucket = src.storage->sized_to_bucket;
+      moved->grows = src.storage->grows;
       moved->dtype = src.storage->dtype;
       moved->buffer = runtime::Client::get().copy_to_device(*src.storage->buffer, dst.storage->device);
       source.storage = moved;
@@ -46,6 +49,7 @@ runtime::BufferPtr dense_buffer(const TensorView& view) {
   auto dense = std::make_shared<Storage>();
   dense->device = s.device;
   dense->nbytes = count * itemsize(view.dtype);
+  dense->exact_length = true;
   dense->dtype = view.dtype;
   TensorView target{dense, view.dtype, lowering::dense_layout(view.layout.sizes)};
   copy_view(view, target);

@@ -13,7 +13,9 @@
 #include "cache/disk_cache.h"
 #include "exec/compiler.h"
 #include "exec/device_queue.h"
+#include "exec/graph_cuts.h"
 #include "exec/launch.h"
+#include "exec/padding.h"
 #include "exec/program_builder.h"
 #include "exec/program_key.h"
 
@@ -60,6 +62,13 @@ struct Lane {
   PendingGraph graph;
   bool flushing = false;  // a flush of this lane is running (maybe with the lock released)
   int64_t flushes = 0;    // graphs this lane has run, for end_capture
+  // The ops of one iteration of the loop this lane is recording, when it records a loop whose
+  // sizes grow (0: none known): each iteration becomes one graph.
+  size_t loop_period = 0;
+  // Storages of the calls of a cut graph still waiting to be recorded again: a graph flushed
+  // while they are (a cut inside the rest of a cut) keeps them as results, dead or alive.
+  KeepSet awaiting_rerecord;
+  int rerecord_depth = 0;
 };
 
 namespace {
@@ -159,29 +168,12 @@ double fused_compile_budget_seconds() {
 // for a training step's graph of a few hundred ops.
 double g_fused_seconds_per_op = 2e-3;
 constexpr int64_t kMinBoundedOps = 256;
+constexpr size_t kLoopProbe = 128;  // the smallest graph probed for a growing loop
 
 int64_t fused_op_bound() {
   double by_cost = fused_compile_budget_seconds() / g_fused_seconds_per_op;
   return std::min<int64_t>(g_max_pending, std::max<int64_t>(kMinBoundedOps, static_cast<int64_t>(by_cost)));
 }
-
-// Where to cut a graph that reached its bound: at the last place where the ops that started it
-// start again (a loop body's first ops), so that the next graph begins where this one began and
-// a loop with no host read becomes the same program run again; at the end when nothing repeats.
-// The signatures are computed here, once per cut, not while recording.
-size_t repeat_point(const std::vector<OpCall>& calls) {
-  constexpr size_t kWindow = 8;
-  size_t n = calls.size();
-  size_t window = std::min(kWindow, n / 4);
-  if (window == 0) return n;
-  std::vector<uint64_t> signatures(n);
-  for (size_t i = 0; i < n; ++i) signatures[i] = call_signature(calls[i]);
-  for (size_t i = n - window; i >= n / 4 && i > 0; --i) {
-    if (std::equal(signatures.begin(), signatures.begin() + window, signatures.begin() + i)) return i;
-  }
-  return n;
-}
-
 
 void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char* reason, size_t cut = SIZE_MAX);
 
@@ -242,7 +234,7 @@ std::shared_ptr<Capture> make_capture(const std::vector<OpCall>& calls, const St
     // A call whose trial lowering failed leaves its storages in the set without a call using them.
     auto owner = owners.find(s);
     capture->storages.push_back(owner == owners.end() ? nullptr : owner->second);
-    capture->states.push_back({s->buffer != nullptr, s->dtype, s->nbytes});
+    capture->states.push_back({s->buffer != nullptr, s->dtype, s->value_bytes()});
   }
   capture->numbers = std::move(runtime.numbers);
   capture->offsets = std::move(runtime.offsets);
@@ -255,6 +247,60 @@ std::shared_ptr<Capture> make_capture(const std::vector<OpCall>& calls, const St
 void warn_if_site_keeps_compiling(const std::string& site);
 void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call);
 void run_one_by_one_locked(Lock& lock, const std::vector<OpCall>& calls);
+
+// Chooses between the exact program of `calls` (`key`, `offsets`) and the one that serves their
+// buckets (exec/padding.h); for the latter, marks the calls padded and replaces key and offsets.
+// `growing`: the calls are an iteration of a loop whose sizes grow, which pads at once.
+void choose_padding(std::vector<OpCall>& calls, StorageSet& storages, std::string& key,
+                    std::vector<int64_t>& offsets, const KeepSet& keep, bool growing = false) {
+  bool any = false;
+  for (const OpCall& call : calls) any |= call.padding != nullptr;
+  if (!any || cache::ProgramCache::get().find_in_memory(launch_key(key, storages, keep))) return;
+  std::string padded_key;
+  std::vector<int64_t> padded_offsets;
+  PaddedWrites writes;
+  for (OpCall& call : calls) {
+    call.padded = call.padding != nullptr;
+    append_padded_call_key(padded_key, call, storages, padded_offsets, writes);
+  }
+  if (prefer_padded(padded_key, key, growing)) {
+    key = std::move(padded_key);
+    offsets = std::move(padded_offsets);
+    return;
+  }
+  for (OpCall& call : calls) call.padded = false;
+}
+
+// The padded program of `calls` (`padded_key`) failed to build or compile: neither it nor, after
+// a few such failures, the ops whose own padded lowering fails are tried again.
+void decline_failed_padding(std::vector<OpCall>& calls, const StorageSet& storages, const std::string& padded_key) {
+  decline_padded_key(padded_key);
+  for (const OpCall& call : calls) {
+    if (!call.padded) continue;
+    try {
+      ProgramBuilder trial(storages);
+      trial.lower(call);
+    } catch (const std::exception&) {
+      decline_padding(call);
+    }
+  }
+  for (OpCall& call : calls) call.padded = false;
+}
+
+// Records the rest of a cut graph again; what it reads stays a result of any graph flushed
+// meanwhile (`reads`: its storages).
+void rerecord(Lock& lock, const std::shared_ptr<Lane>& lane, std::vector<OpCall>& rest, const KeepSet& reads) {
+  if (rest.empty()) return;
+  if (lane->rerecord_depth++ == 0) lane->awaiting_rerecord.clear();
+  lane->awaiting_rerecord.insert(reads.begin(), reads.end());
+  struct Done {
+    Lane& lane;
+    ~Done() {
+      if (--lane.rerecord_depth == 0) lane.awaiting_rerecord.clear();
+    }
+  } done{*lane};
+  for (OpCall& call : rest) record_locked(lock, lane, std::move(call));
+}
 
 // Runs the first `cut` calls of `lane`'s pending graph as one program (all of them by default)
 // and records the rest again as the start of its next graph.
@@ -277,6 +323,7 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
       for (const Storage* s : storages_of(call)) read_later.insert(s);
     }
   }
+  read_later.insert(lane->awaiting_rerecord.begin(), lane->awaiting_rerecord.end());
   std::unique_ptr<StorageSet> storages = std::move(graph.storages);
   std::string key = std::move(graph.key);
   std::vector<int64_t> offsets = std::move(graph.offsets);
@@ -297,6 +344,13 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
     lane->flushing = false;
     g_settled.notify_all();
   };
+  std::string exact_key = key;
+  std::vector<int64_t> exact_offsets = offsets;
+  // An iteration of a growing loop, or a graph taking operands sized to their buckets, pads at once.
+  bool growing = std::string(reason) == "loop iteration" ||
+                 std::any_of(calls.begin(), calls.end(), [](const OpCall& c) { return takes_growing_operands(c); });
+  choose_padding(calls, *storages, key, offsets, read_later, growing);
+  std::string chosen_key = key;
   std::shared_ptr<Capture> capture;
   ProgramKind kind = t_capture.active ? ProgramKind::CompiledGraph : ProgramKind::FusedGraph;
   if (t_capture.active && !t_capture.flushed_here) {
@@ -306,8 +360,15 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
   Launched launched;
   try {
     try {
-      launched = launch(key, kind, calls, *storages, std::move(offsets), device, /*wait=*/false, read_later,
-                        unlocker_for(lock));
+      try {
+        launched = launch(key, kind, calls, *storages, std::move(offsets), device, /*wait=*/false, read_later,
+                          unlocker_for(lock));
+      } catch (const PaddedProgramFailed&) {
+        decline_failed_padding(calls, *storages, chosen_key);
+        if (capture) capture = make_capture(calls, *storages, exact_offsets, device);
+        launched = launch(exact_key, kind, calls, *storages, std::move(exact_offsets), device, /*wait=*/false,
+                          read_later, unlocker_for(lock));
+      }
     } catch (const OpError&) {
       if (calls.size() == 1) throw;
       // Nothing of the graph ran. Its calls run one by one instead, so that every write recorded
@@ -318,7 +379,7 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
     }
   } catch (...) {
     land();
-    for (OpCall& call : rest) record_locked(lock, lane, std::move(call));
+    rerecord(lock, lane, rest, read_later);
     throw;
   }
   land();
@@ -331,7 +392,7 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
     capture->program = launched.program;
     t_capture.result = std::move(capture);
   }
-  for (OpCall& call : rest) record_locked(lock, lane, std::move(call));
+  rerecord(lock, lane, rest, read_later);
 }
 
 // The storages of `calls` are in flight already (their graph's epoch).
@@ -341,7 +402,8 @@ void run_one_by_one_locked(Lock& lock, const std::vector<OpCall>& calls) {
   for (const OpCall& call : calls) {
     for (const Storage* s : storages_of(call)) all.insert(s);
   }
-  for (const OpCall& call : calls) {
+  for (OpCall call : calls) {
+    call.padded = false;
     StorageSet storages;
     std::string key;
     std::vector<int64_t> offsets;
@@ -367,6 +429,8 @@ void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call)
     graph.epoch = g_next_epoch++;
     graph.storages = std::make_unique<StorageSet>();
   }
+  // A torch.compile capture is replayed on storages of its own exact lengths: it never pads.
+  if (!t_capture.active) plan_padding(call);
   size_t start = graph.key.size();
   size_t offsets_start = graph.offsets.size();
   append_call_key(graph.key, call, *graph.storages, graph.offsets);
@@ -392,7 +456,24 @@ void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call)
   graph.key_ends.push_back(graph.key.size());
   graph.offsets_ends.push_back(graph.offsets.size());
   graph.calls.push_back(std::move(call));
-  if (static_cast<int64_t>(graph.calls.size()) >= fused_op_bound()) {
+  size_t n = graph.calls.size();
+  if (lane->loop_period > 0 && n == lane->loop_period + kWindow) {
+    if (next_iteration_starts(graph.calls, lane->loop_period)) {
+      flush_lane_locked(lock, lane, "loop iteration", lane->loop_period);
+      return;
+    }
+    lane->loop_period = 0;
+  } else if (n >= kLoopProbe && (n & (n - 1)) == 0 && lane->loop_period == 0) {
+    // Probed at powers of two: the cost stays linear in the graph's size.
+    auto [start, period] = growing_loop(graph.calls);
+    if (period > 0) {
+      lane->loop_period = period;
+      // What came before the first repeating iteration runs as a graph of its own.
+      flush_lane_locked(lock, lane, start > 0 ? "loop start" : "loop iteration", start > 0 ? start : period);
+      return;
+    }
+  }
+  if (static_cast<int64_t>(n) >= fused_op_bound()) {
     flush_lane_locked(lock, lane, "pending-op bound", repeat_point(graph.calls));
   }
 }
@@ -459,15 +540,28 @@ void run(OpCall call) {
     // A fused graph (another thread's, or this one's before a mode change) may hold values this
     // op reads or writes.
     if (!g_pending.empty() || !g_in_flight.empty()) settle_locked(lock, storages_of(call), nullptr);
+    plan_padding(call);
     StorageSet storages;
     std::string key;
     std::vector<int64_t> offsets;
     append_call_key(key, call, storages, offsets);
     std::vector<OpCall> calls;
     calls.push_back(std::move(call));
+    std::string exact_key = key;
+    std::vector<int64_t> exact_offsets = offsets;
+    // An op on operands sized to their buckets pads at once: its sizes are known to change.
+    choose_padding(calls, storages, key, offsets, {}, takes_growing_operands(calls.back()));
+    std::string chosen_key = key;
     InFlightWhileUnlocked in_flight(lock, storages.items());
-    launch(key, ProgramKind::PerOp, calls, storages, std::move(offsets), calls.back().device,
-           /*wait=*/mode == Mode::Debug, {}, in_flight.unlocker());
+    bool wait = mode == Mode::Debug;
+    try {
+      launch(key, ProgramKind::PerOp, calls, storages, std::move(offsets), calls.back().device, wait, {},
+             in_flight.unlocker());
+    } catch (const PaddedProgramFailed&) {
+      decline_failed_padding(calls, storages, chosen_key);
+      launch(exact_key, ProgramKind::PerOp, calls, storages, std::move(exact_offsets), calls.back().device, wait,
+             {}, in_flight.unlocker());
+    }
   } catch (const OpError& e) {
     std::string where = g_location ? g_location() : "";
     if (where.empty()) throw;
@@ -549,7 +643,7 @@ bool replay(const Capture& capture, const std::vector<StoragePtr>& storages) {
   auto matches = [&](int32_t index) {
     const Storage* s = targets[index];
     const Capture::StorageState& state = capture.states[index];
-    return s != nullptr && (s->buffer != nullptr) == state.had_buffer && s->nbytes == state.nbytes &&
+    return s != nullptr && (s->buffer != nullptr) == state.had_buffer && s->value_bytes() == state.value_bytes &&
            (!state.had_buffer || s->dtype == state.dtype) && s->device == capture.device;
   };
   for (const auto& parameter : capture.program->parameters) {
@@ -591,6 +685,7 @@ void reset_counters() {
   launched.hits = 0;
   launched.misses = 0;
   reset_compile_counters();
+  reset_padding_counters();
   launched.executions = 0;
   launched.outputs = 0;
   g_flushes = 0;

@@ -65,7 +65,14 @@ struct Storage {
   uint64_t graph_epoch = 0;
   uint64_t set_epoch = 0;
   int32_t set_index = -1;
-  int64_t length_as(DType t) const { return nbytes / itemsize(t); }
+  // Bytes of the device value past nbytes: a storage written by a program that serves a range
+  // of sizes is as long as its bucket, so that the next such program takes it whatever its size.
+  int64_t spare_bytes = 0;
+  bool sized_to_bucket = false;  // its length is its bucket's (spare_bytes may be 0: a full bucket)
+  bool grows = false;            // written by an op whose sizes keep growing (exec/padding.h)
+  bool exact_length = false;  // its buffer leaves as it is (to the host, to a collective): no spare
+  int64_t value_bytes() const { return nbytes + spare_bytes; }
+  int64_t length_as(DType t) const { return value_bytes() / itemsize(t); }
 };
 using StoragePtr = std::shared_ptr<Storage>;
 
@@ -82,6 +89,8 @@ struct RuntimeNumber {
   int64_t i = 0;
 };
 
+struct PaddingPlan;
+
 struct OpCall {
   std::string name;      // schema name, e.g. "add_"
   std::string overload;  // e.g. "Tensor"
@@ -91,6 +100,10 @@ struct OpCall {
   std::vector<RuntimeNumber> numbers;
   std::vector<lowering::Output> outputs;
   std::vector<TensorView> destinations;  // one per output; a null storage skips that output
+  // How the call could run at bucket sizes (exec/padding.h), when it can; `padded` says whether
+  // this launch runs it so.
+  std::shared_ptr<const PaddingPlan> padding;
+  bool padded = false;
   uint64_t seed = 0;                     // random lowerings only
   uint64_t offset = 0;
   int device = 0;
@@ -154,7 +167,7 @@ struct Capture {
   struct StorageState {
     bool had_buffer;
     DType dtype;
-    int64_t nbytes;
+    int64_t value_bytes;
   };
   std::shared_ptr<const cache::Program> program;
   std::vector<StoragePtr> storages;   // the program's storage set at capture, in order

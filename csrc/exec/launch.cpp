@@ -243,20 +243,52 @@ void execute(const cache::Program& program, const std::vector<Storage*>& storage
   }
 }
 
+namespace {
+Launched build_and_compile(const std::string& key, ProgramKind kind, const std::vector<OpCall>& calls,
+                           const StorageSet& storages, const std::function<bool(const Storage&)>& keep,
+                           const Unlocker& unlocker);
+}  // namespace
+
 Launched launch(std::string& key, ProgramKind kind, const std::vector<OpCall>& calls, const StorageSet& storages,
                 std::vector<int64_t> offsets, int device, bool wait, const KeepSet& also_keep,
                 const Unlocker& unlocker) {
   auto keep = [&](const Storage& s) { return s.alive.load() || also_keep.count(&s) > 0; };
-  key.push_back('#');
-  for (const Storage* s : storages.items()) key.push_back(keep(*s) ? '1' : '0');
+  key = launch_key(std::move(key), storages, also_keep);
 
   Launched launched;
   auto& counters = launch_counters();
   launched.program = cache::ProgramCache::get().find_in_memory(key);
+  bool padded = false;
+  for (const OpCall& call : calls) padded |= call.padded;
   if (launched.program) {
     ++counters.hits;
     note_run(key, launched.program);
+  } else if (padded) {
+    try {
+      launched = build_and_compile(key, kind, calls, storages, keep, unlocker);
+    } catch (const lowering::Unsupported& e) {
+      throw PaddedProgramFailed(e.what());
+    } catch (const std::logic_error& e) {
+      throw PaddedProgramFailed(e.what());
+    } catch (const OpError& e) {
+      throw PaddedProgramFailed(e.what());
+    }
   } else {
+    launched = build_and_compile(key, kind, calls, storages, keep, unlocker);
+  }
+  RuntimeArguments runtime(calls, std::move(offsets));
+  execute(*launched.program, storages.items(), runtime, device, wait, blame(calls.back()), unlocker);
+  return launched;
+}
+
+namespace {
+
+Launched build_and_compile(const std::string& key, ProgramKind kind, const std::vector<OpCall>& calls,
+                           const StorageSet& storages, const std::function<bool(const Storage&)>& keep,
+                           const Unlocker& unlocker) {
+  Launched launched;
+  auto& counters = launch_counters();
+  {
     // The text is built under the lock (it reads the storages' state); the compile runs without it.
     ProgramBuilder builder(storages);
     for (const OpCall& call : calls) builder.lower(call);
@@ -278,9 +310,15 @@ Launched launch(std::string& key, ProgramKind kind, const std::vector<OpCall>& c
       note_run(key, launched.program);
     }
   }
-  RuntimeArguments runtime(calls, std::move(offsets));
-  execute(*launched.program, storages.items(), runtime, device, wait, blame(calls.back()), unlocker);
   return launched;
+}
+
+}  // namespace
+
+std::string launch_key(std::string key, const StorageSet& storages, const KeepSet& also_keep) {
+  key.push_back('#');
+  for (const Storage* s : storages.items()) key.push_back(s->alive.load() || also_keep.count(s) > 0 ? '1' : '0');
+  return key;
 }
 
 }  // namespace tpu::exec

@@ -51,6 +51,16 @@ struct RuntimeArguments {
   RuntimeArguments(const std::vector<OpCall>& calls, std::vector<int64_t> view_offsets);
 };
 
+// The key launch() looks `key` up by: with the storages' keep bits.
+std::string launch_key(std::string key, const StorageSet& storages, const KeepSet& also_keep);
+
+// Raised by launch() when the program of padded calls (exec/padding.h) could not be built or
+// compiled; nothing ran. The caller runs the calls at their exact sizes instead.
+class PaddedProgramFailed : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 struct Launched {
   cache::ProgramPtr program;
   double compile_seconds = 0;  // > 0 when this launch compiled it

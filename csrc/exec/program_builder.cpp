@@ -1,5 +1,9 @@
 #include "exec/program_builder.h"
 
+#include <algorithm>
+#include <cmath>
+
+#include "exec/padding.h"
 #include "runtime/runtime.h"
 
 namespace tpu::exec {
@@ -85,25 +89,82 @@ void ProgramBuilder::lower(const OpCall& call) {
     ctx.rng_state = b_.parameter({DType::U64, {2}});
     parameters_.push_back({cache::Program::Parameter::Source::RngState, random_calls_seen_++});
   }
-  // The runtime offsets of the call's views, by input slot and by destination.
+  // The runtime placement of the call's views, by input slot and by destination: an offset, or
+  // for a padded view its whole layout.
+  const PaddingPlan* plan = call.padded ? call.padding.get() : nullptr;
   std::vector<hlo::Value> input_offset(call.inputs.size()), destination_offset(call.destinations.size());
-  for_each_view(call, [&](const TensorView& view, int32_t slot) {
-    if (!runtime_offset(view)) return;
-    hlo::Value offset = b_.parameter({DType::I64, {}});
+  std::vector<int32_t> input_view(call.inputs.size(), -1), destination_view(call.destinations.size(), -1);
+  std::vector<lowering::RuntimeLayout> padded;
+  auto runtime_number = [&] {
+    hlo::Value v = b_.parameter({DType::I64, {}});
     parameters_.push_back({cache::Program::Parameter::Source::Offset, offsets_seen_++});
-    (slot >= 0 ? input_offset[slot] : destination_offset[-1 - slot]) = offset;
+    return v;
+  };
+  size_t view_index = 0;
+  for_each_view(call, [&](const TensorView& view, int32_t slot) {
+    size_t index = view_index++;
+    if (plan && plan->view_placed[index]) {
+      lowering::RuntimeLayout layout{plan->view_sizes[index], plan->view_padded[index], plan->view_prefix[index],
+                                     runtime_number(), {}, {}};
+      for (size_t d = 0; d < view.layout.sizes.size(); ++d) layout.runtime_sizes.push_back(runtime_number());
+      for (size_t d = 0; d < view.layout.sizes.size(); ++d) layout.strides.push_back(runtime_number());
+      (slot >= 0 ? input_view[slot] : destination_view[-1 - slot]) = static_cast<int32_t>(index);
+      padded.resize(std::max(padded.size(), index + 1));
+      padded[index] = std::move(layout);
+      return;
+    }
+    if (!runtime_offset(view)) return;
+    (slot >= 0 ? input_offset[slot] : destination_offset[-1 - slot]) = runtime_number();
   });
+  auto read_input = [&](int32_t slot, lowering::Arg& arg) {
+    const TensorView& view = call.inputs[slot];
+    int32_t index = input_view[slot];
+    if (plan) {
+      // Lowerings that move results by a padded size (cat) read every dim's real size.
+      std::vector<hlo::Value> sizes;
+      if (index >= 0) {
+        sizes = padded[index].runtime_sizes;
+      } else {
+        for (int64_t size : view.layout.sizes) sizes.push_back(b_.constant(static_cast<double>(size), DType::I64));
+      }
+      arg.padded_dims.push_back(index >= 0 ? padded[index].padded : 0);
+      arg.runtime_sizes.push_back(std::move(sizes));
+    }
+    if (index < 0) return read(view, input_offset[slot]);
+    if (padded_writes_.forwards(view, padded[index].sizes)) {
+      hlo::Value value = written_padded_.at(view.storage.get());
+      double fill = plan->view_fills[index];
+      hlo::Value real = std::isnan(fill) ? hlo::Value{} : lowering::padding_mask(b_, padded[index]);
+      return real.valid() ? b_.select(real, value, b_.full(fill, {view.dtype, padded[index].sizes})) : value;
+    }
+    int32_t s = storages_.find(view.storage.get());
+    if (!value_[s].valid() && !view.storage->buffer) return b_.zeros({view.dtype, padded[index].sizes});
+    return lowering::read_padded_view(b_, base_as(s, view.dtype), padded[index], plan->view_fills[index]);
+  };
   for (auto& arg : ctx.args) {
+    arg.padded_dims.clear();
+    arg.runtime_sizes.clear();
     if (arg.kind == lowering::Arg::Kind::Tensor) {
-      arg.value = read(call.inputs[arg.slot], input_offset[arg.slot]);
+      arg.value = read_input(arg.slot, arg);
     } else if (arg.kind == lowering::Arg::Kind::Number) {
       arg.value = numbers[arg.slot];
     } else if (arg.kind == lowering::Arg::Kind::TensorList) {
       arg.values.clear();
       for (int32_t slot : arg.slots) {
-        arg.values.push_back(slot < 0 ? hlo::Value{} : read(call.inputs[slot], input_offset[slot]));
+        if (slot >= 0) {
+          arg.values.push_back(read_input(slot, arg));
+        } else {
+          arg.values.push_back(hlo::Value{});
+          if (plan) {
+            arg.padded_dims.push_back(0);
+            arg.runtime_sizes.emplace_back();
+          }
+        }
       }
     }
+  }
+  if (plan) {
+    for (size_t i = 0; i < ctx.outputs.size(); ++i) ctx.outputs[i].dims = plan->output_dims[i];
   }
   std::vector<hlo::Value> results = call.lowering->fn(ctx);
   if (results.size() < call.destinations.size()) {
@@ -112,14 +173,22 @@ void ProgramBuilder::lower(const OpCall& call) {
   for (size_t i = 0; i < call.destinations.size(); ++i) {
     const TensorView& dest = call.destinations[i];
     if (!dest.storage) continue;
-    if (b_.dims(results[i]) != call.outputs[i].dims) {
+    if (b_.dims(results[i]) != ctx.outputs[i].dims) {
       throw std::logic_error(describe(call) + ": lowering produced a result of the wrong shape");
     }
     int32_t s = storages_.find(dest.storage.get());
     // The storage takes the writer's element type; what it held is reinterpreted to match.
     hlo::Value target = base_as(s, dest.dtype);
-    value_[s] = lowering::write_view(b_, target, b_.convert(results[i], dest.dtype), dest.layout,
-                                     destination_offset[i]);
+    hlo::Value result = b_.convert(results[i], dest.dtype);
+    if (destination_view[i] >= 0) {
+      const lowering::RuntimeLayout& layout = padded[destination_view[i]];
+      value_[s] = lowering::write_padded_view(b_, target, result, layout);
+      padded_writes_.wrote(dest, &layout.sizes);
+      written_padded_[dest.storage.get()] = result;
+    } else {
+      value_[s] = lowering::write_view(b_, target, result, dest.layout, destination_offset[i]);
+      padded_writes_.wrote(dest, nullptr);
+    }
     written_[s] = true;
   }
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ class ProgramBuilder {
   const StorageSet& storages_;
   hlo::Builder b_;
   std::vector<hlo::Value> value_;  // per storage: its current value, once touched
+  // The bucket-shaped values of the padded writes that later padded reads take as they are.
+  PaddedWrites padded_writes_;
+  std::unordered_map<const Storage*, hlo::Value> written_padded_;
   std::vector<bool> written_;
   std::vector<cache::Program::Parameter> parameters_;
   int32_t numbers_seen_ = 0;

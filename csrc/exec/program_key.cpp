@@ -1,6 +1,7 @@
 #include "exec/program_key.h"
 
 #include "cache/stable_hash.h"
+#include "exec/padding.h"
 
 namespace tpu::exec {
 
@@ -15,12 +16,33 @@ void append_dims(std::string& key, const Dims& dims) {
   key.append(reinterpret_cast<const char*>(dims.data()), dims.size() * sizeof(int64_t));
 }
 
-void append_view(std::string& key, StorageSet& storages, const TensorView& view, std::vector<int64_t>& offsets) {
+// The views of a call in for_each_view's order, with what its padding plan says of each.
+struct ViewCursor {
+  const PaddingPlan* plan;  // null unless the call runs padded
+  size_t next = 0;
+  PaddedWrites* writes = nullptr;
+  bool destination = false;
+};
+
+void append_view(std::string& key, StorageSet& storages, const TensorView& view, std::vector<int64_t>& offsets,
+                 ViewCursor& cursor) {
+  size_t index = cursor.next++;
   Storage* s = view.storage.get();
   append_int(key, storages.index(s));
   key.push_back(static_cast<char>(s->buffer ? static_cast<int>(s->dtype) : -1));
-  append_int(key, s->nbytes);
+  append_int(key, s->value_bytes());
   key.push_back(static_cast<char>(view.dtype));
+  if (cursor.plan && cursor.plan->view_placed[index]) {
+    // Placed by runtime values: the offset, then every dim's size and stride.
+    bool forwarded = !cursor.destination && cursor.writes && cursor.writes->forwards(view, cursor.plan->view_sizes[index]);
+    key.push_back(forwarded ? 'w' : cursor.plan->view_prefix[index] ? 'f' : 'p');
+    append_dims(key, cursor.plan->view_sizes[index]);
+    append_int(key, static_cast<int64_t>(cursor.plan->view_padded[index]));
+    offsets.push_back(view.layout.offset);
+    offsets.insert(offsets.end(), view.layout.sizes.begin(), view.layout.sizes.end());
+    offsets.insert(offsets.end(), view.layout.strides.begin(), view.layout.strides.end());
+    return;
+  }
   append_dims(key, view.layout.sizes);
   append_dims(key, view.layout.strides);
   if (runtime_offset(view)) {
@@ -46,25 +68,107 @@ int32_t StorageSet::index(Storage* s) {
 
 int32_t StorageSet::find(const Storage* s) const { return s->set_epoch == epoch_ ? s->set_index : -1; }
 
-uint64_t call_signature(const OpCall& call) {
+uint64_t call_signature(const OpCall& call, Signature kind) {
   std::string text = call.name + '.' + call.overload;
   text.push_back('\0');
+  const PaddingPlan* plan = kind == Signature::Bucketed ? call.padding.get() : nullptr;
+  size_t index = 0;
   for_each_view(call, [&](const TensorView& view, int32_t slot) {
     append_int(text, slot);
     text.push_back(static_cast<char>(view.dtype));
-    append_int(text, view.storage->nbytes);
-    append_dims(text, view.layout.sizes);
-    append_dims(text, view.layout.strides);
+    if (kind == Signature::Ranks) {
+      append_int(text, static_cast<int64_t>(view.layout.sizes.size()));
+      return;
+    }
+    append_int(text, view.storage->value_bytes());
+    if (plan && plan->view_placed[index]) {
+      append_dims(text, plan->view_sizes[index]);
+    } else {
+      append_dims(text, view.layout.sizes);
+      append_dims(text, view.layout.strides);
+    }
+    ++index;
   });
   return cache::fnv1a64(text);
+}
+
+void append_static_argument(std::string& key, const lowering::Arg& arg, const OpCall& call, bool list_values) {
+  using Kind = lowering::Arg::Kind;
+  switch (arg.kind) {
+    case Kind::Number:
+      key.push_back(static_cast<char>(call.numbers[arg.slot].dtype));
+      key.push_back(arg.weak ? 'w' : 's');
+      break;
+    case Kind::Int:
+      append_int(key, arg.i);
+      break;
+    case Kind::IntList:
+      if (list_values) {
+        append_dims(key, arg.ints);
+      } else {
+        append_int(key, static_cast<int64_t>(arg.ints.size()));
+      }
+      break;
+    case Kind::DoubleList:
+      append_int(key, static_cast<int64_t>(arg.doubles.size()));
+      key.append(reinterpret_cast<const char*>(arg.doubles.data()), arg.doubles.size() * sizeof(double));
+      break;
+    case Kind::Bool:
+      key.push_back(arg.b ? '1' : '0');
+      break;
+    case Kind::String:
+      key += arg.s;
+      key.push_back('\0');
+      break;
+    case Kind::ScalarType:
+      key.push_back(static_cast<char>(arg.dtype));
+      break;
+    default:  // tensors: the caller's business
+      break;
+  }
 }
 
 bool runtime_offset(const TensorView& view) {
   return lowering::offset_is_runtime(view.layout, view.storage->length_as(view.dtype));
 }
 
+namespace {
+void append_call_key_tracking(std::string& key, const OpCall& call, StorageSet& storages,
+                              std::vector<int64_t>& offsets, PaddedWrites* writes);
+}  // namespace
+
+bool PaddedWrites::forwards(const TensorView& view, const Dims& bucket) const {
+  auto it = last_.find(view.storage.get());
+  if (it == last_.end()) return false;
+  const TensorView& written = it->second.view;
+  return it->second.bucket == bucket && written.dtype == view.dtype && written.layout.sizes == view.layout.sizes &&
+         written.layout.strides == view.layout.strides && written.layout.offset == view.layout.offset;
+}
+
+void PaddedWrites::wrote(const TensorView& view, const Dims* bucket) {
+  if (bucket) {
+    last_[view.storage.get()] = {view, *bucket};
+  } else {
+    last_.erase(view.storage.get());
+  }
+}
+
 void append_call_key(std::string& key, const OpCall& call, StorageSet& storages, std::vector<int64_t>& offsets) {
+  append_call_key_tracking(key, call, storages, offsets, nullptr);
+}
+
+void append_padded_call_key(std::string& key, const OpCall& call, StorageSet& storages, std::vector<int64_t>& offsets,
+                            PaddedWrites& writes) {
+  append_call_key_tracking(key, call, storages, offsets, &writes);
+}
+
+namespace {
+
+void append_call_key_tracking(std::string& key, const OpCall& call, StorageSet& storages,
+                              std::vector<int64_t>& offsets, PaddedWrites* writes) {
   using Kind = lowering::Arg::Kind;
+  ViewCursor cursor{call.padded ? call.padding.get() : nullptr, 0, writes};
+  if (cursor.plan) key.push_back('P');
   key += call.name;
   key += '.';
   key += call.overload;
@@ -73,7 +177,7 @@ void append_call_key(std::string& key, const OpCall& call, StorageSet& storages,
     key.push_back(static_cast<char>(arg.kind));
     switch (arg.kind) {
       case Kind::Tensor:
-        append_view(key, storages, call.inputs[arg.slot], offsets);
+        append_view(key, storages, call.inputs[arg.slot], offsets, cursor);
         break;
       case Kind::TensorList:
         append_int(key, static_cast<int64_t>(arg.slots.size()));
@@ -81,49 +185,34 @@ void append_call_key(std::string& key, const OpCall& call, StorageSet& storages,
           if (slot < 0) {
             key.push_back('n');
           } else {
-            append_view(key, storages, call.inputs[slot], offsets);
+            append_view(key, storages, call.inputs[slot], offsets, cursor);
           }
         }
         break;
-      case Kind::Number:
-        key.push_back(static_cast<char>(call.numbers[arg.slot].dtype));
-        key.push_back(arg.weak ? 'w' : 's');
-        break;
-      case Kind::Int:
-        append_int(key, arg.i);
-        break;
-      case Kind::IntList:
-        append_dims(key, arg.ints);
-        break;
-      case Kind::DoubleList:
-        append_int(key, static_cast<int64_t>(arg.doubles.size()));
-        key.append(reinterpret_cast<const char*>(arg.doubles.data()), arg.doubles.size() * sizeof(double));
-        break;
-      case Kind::Bool:
-        key.push_back(arg.b ? '1' : '0');
-        break;
-      case Kind::String:
-        key += arg.s;
-        key.push_back('\0');
-        break;
-      case Kind::ScalarType:
-        key.push_back(static_cast<char>(arg.dtype));
-        break;
-      case Kind::None:
+      default:
+        append_static_argument(key, arg, call, /*list_values=*/true);
         break;
     }
   }
   key.push_back('|');
   for (size_t i = 0; i < call.outputs.size(); ++i) {
     key.push_back(static_cast<char>(call.outputs[i].dtype));
-    append_dims(key, call.outputs[i].dims);
+    append_dims(key, cursor.plan ? cursor.plan->output_dims[i] : call.outputs[i].dims);
     if (i < call.destinations.size() && call.destinations[i].storage) {
-      append_view(key, storages, call.destinations[i], offsets);
+      size_t index = cursor.next;
+      cursor.destination = true;
+      append_view(key, storages, call.destinations[i], offsets, cursor);
+      if (writes) {
+        bool placed = cursor.plan && cursor.plan->view_placed[index];
+        writes->wrote(call.destinations[i], placed ? &cursor.plan->view_sizes[index] : nullptr);
+      }
     } else {
       key.push_back('x');
     }
   }
   key.push_back(';');
 }
+
+}  // namespace
 
 }  // namespace tpu::exec

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -29,11 +30,45 @@ class StorageSet {
 // for every tensor its layout and its storage's position and state in `storages`. A view's offset
 // is in the key only where it is a constant of the program (lowering::offset_is_runtime); the
 // others are appended to `offsets`, in for_each_view's order: the program's runtime arguments.
+// When the call runs padded (call.padded), each padded view is keyed by its bucket and appends its
+// offset, sizes and strides instead.
 void append_call_key(std::string& key, const OpCall& call, StorageSet& storages, std::vector<int64_t>& offsets);
 
+// Within a program of padded calls, a view read exactly as a padded call wrote it takes the written
+// value itself, at bucket sizes (no scatter into the storage and gather back). The key says where;
+// the program builder decides alike. Tracks, per storage, the view its last padded write wrote.
+class PaddedWrites {
+ public:
+  // Whether reading `view` at bucket sizes `bucket` takes the value of the last padded write.
+  bool forwards(const TensorView& view, const Dims& bucket) const;
+  // After a write of `view`: padded at bucket sizes `bucket` (its value can be forwarded), or not
+  // padded (null).
+  void wrote(const TensorView& view, const Dims* bucket);
+
+ private:
+  struct Written {
+    TensorView view;
+    Dims bucket;
+  };
+  std::unordered_map<const Storage*, Written> last_;
+};
+
+// The key of padded calls (each call.padded), tracking their writes in `writes`.
+void append_padded_call_key(std::string& key, const OpCall& call, StorageSet& storages, std::vector<int64_t>& offsets,
+                            PaddedWrites& writes);
+
+// Appends what an argument other than a tensor contributes to a key: its value, except for a
+// Number (a runtime value: only its dtype) and, unless `list_values`, an IntList (only its length:
+// an op's history of sizes, exec/padding.cpp, must not tell sizes given as a list apart).
+void append_static_argument(std::string& key, const lowering::Arg& arg, const OpCall& call, bool list_values);
+
 // A hash of the call's structure that does not depend on where its storages sit in a program:
-// the same op on the same shapes in two iterations of a loop has the same signature.
-uint64_t call_signature(const OpCall& call);
+// the same op on the same shapes in two iterations of a loop has the same signature. Bucketed:
+// with the sizes of the call's padding plan (exec/padding.h) where it has one, so that two
+// iterations of a loop whose sizes grow within one bucket have the same signature too; Ranks:
+// with no sizes at all, so that they do across buckets.
+enum class Signature : uint8_t { Exact, Bucketed, Ranks };
+uint64_t call_signature(const OpCall& call, Signature kind);
 
 // Whether the program reading or writing `view` takes its offset at run time.
 bool runtime_offset(const TensorView& view);

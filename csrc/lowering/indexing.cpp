@@ -30,11 +30,42 @@ std::vector<Value> lower_cat(Context& ctx) {
   const Output& out = ctx.outputs.at(0);
   if (numel(out.dims) == 0) return {b.zeros(ctx.out_type())};
   int64_t dim = wrap_dim(ctx.int_arg(1, 0), static_cast<int64_t>(out.dims.size()));
+  const Arg& tensors = ctx.arg(0);
+  bool moves = false;  // a part's real size along `dim` is a runtime value: so is where the next one starts
+  for (uint64_t padded : tensors.padded_dims) moves |= (padded >> dim & 1) != 0;
   std::vector<Value> parts;
-  for (Value v : ctx.arg(0).values) {
-    if (v.valid() && numel(b.dims(v)) > 0) parts.push_back(b.convert(v, out.dtype));
+  std::vector<Value> lengths;
+  for (size_t i = 0; i < tensors.values.size(); ++i) {
+    Value v = tensors.values[i];
+    if (!v.valid() || numel(b.dims(v)) == 0) continue;
+    parts.push_back(b.convert(v, out.dtype));
+    if (moves) lengths.push_back(tensors.runtime_sizes.at(i).at(dim));
   }
-  return {as_output(ctx, b.concatenate(parts, dim))};
+  if (!moves) {
+    Value joined = b.concatenate(parts, dim);
+    // Exact parts of a result padded along `dim` (its bucket is larger than their sum).
+    int64_t short_by = out.dims[dim] - b.dims(joined)[dim];
+    if (short_by > 0) {
+      Dims high(out.dims.size(), 0);
+      high[dim] = short_by;
+      joined = b.pad(joined, b.constant(0, b.dtype(joined)), Dims(out.dims.size(), 0), high, Dims(out.dims.size(), 0));
+    }
+    return {as_output(ctx, joined)};
+  }
+  // Each part lands where the real elements before it end, over the padding of the one before.
+  Dims room = out.dims;
+  room[dim] = 0;
+  for (Value part : parts) room[dim] += b.dims(part)[dim];
+  room[dim] = std::max(room[dim], out.dims[dim]);
+  Value placed = b.zeros({out.dtype, room});
+  Value zero = b.constant(0, DType::I64), start = zero;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::vector<Value> starts(room.size(), zero);
+    starts[dim] = start;
+    placed = b.dynamic_update_slice(placed, parts[i], starts);
+    start = b.add(start, lengths[i]);
+  }
+  return {b.slice(placed, Dims(room.size(), 0), out.dims, Dims(room.size(), 1))};
 }
 
 // The [*index_shape, rank] coordinates that address self[..., index, ...] along `dim`, with the

@@ -42,6 +42,11 @@ struct Arg {
   bool b = false;
   std::string s;
   DType dtype = DType::F32;
+  // When the op runs at padded sizes (lowering/padding_rules.h): per tensor (one per entry of a
+  // TensorList), which dims are padded and every dim's real size as a rank-0 i64 value. Only
+  // lowerings whose results move with a padded size (cat along it) need them.
+  std::vector<uint64_t> padded_dims;
+  std::vector<std::vector<Value>> runtime_sizes;
   // Filled by the ATen layer, used by the executor: which tensor / number of the call this is.
   int32_t slot = -1;
   std::vector<int32_t> slots;

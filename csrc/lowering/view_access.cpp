@@ -1,6 +1,8 @@
 #include "lowering/view_access.h"
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 
 namespace tpu::lowering {
 
@@ -237,6 +239,78 @@ Value write_view(Builder& b, Value base, Value update, const ViewLayout& layout,
   s.scatter_dims_to_operand_dims = {0};
   s.index_vector_dim = static_cast<int64_t>(layout.sizes.size());
   return b.scatter(base, element_indices(b, layout, offset), update, s, "");
+}
+
+namespace {
+
+// Element index of every bucket position, and whether it is a real position (not padding).
+std::pair<Value, Value> padded_indices(Builder& b, const RuntimeLayout& layout) {
+  TensorType index_type{DType::I64, layout.sizes};
+  Value index = b.broadcast_in_dim(layout.offset, layout.sizes, {});
+  Value real;
+  for (size_t d = 0; d < layout.sizes.size(); ++d) {
+    if (layout.sizes[d] == 1) continue;
+    Value position = b.iota(index_type, static_cast<int64_t>(d));
+    index = b.add(index, b.mul(position, b.broadcast_in_dim(layout.strides[d], layout.sizes, {})));
+    if (!(layout.padded >> d & 1)) continue;
+    Value inside = b.compare(position, b.broadcast_in_dim(layout.runtime_sizes[d], layout.sizes, {}), "LT");
+    real = real.valid() ? b.binary("stablehlo.and", real, inside) : inside;
+  }
+  return {index, real};
+}
+
+Value with_index_vector(Builder& b, Value index) {
+  Dims with_vector = b.dims(index);
+  with_vector.push_back(1);
+  return b.reshape(index, with_vector);
+}
+
+}  // namespace
+
+Value padding_mask(Builder& b, const RuntimeLayout& layout) {
+  Value real;
+  for (size_t d = 0; d < layout.sizes.size(); ++d) {
+    if (!(layout.padded >> d & 1)) continue;
+    Value position = b.iota({DType::I64, layout.sizes}, static_cast<int64_t>(d));
+    Value inside = b.compare(position, b.broadcast_in_dim(layout.runtime_sizes[d], layout.sizes, {}), "LT");
+    real = real.valid() ? b.binary("stablehlo.and", real, inside) : inside;
+  }
+  return real;
+}
+
+Value read_padded_view(Builder& b, Value base, const RuntimeLayout& layout, double fill) {
+  TensorType view_type{b.dtype(base), layout.sizes};
+  if (numel(layout.sizes) == 0 || b.dims(base)[0] == 0) return b.zeros(view_type);
+  if (layout.prefix) {
+    Value value = b.reshape(b.dynamic_slice(base, {layout.offset}, {numel(layout.sizes)}), layout.sizes);
+    if (std::isnan(fill)) return value;
+    Value real = padding_mask(b, layout);
+    return real.valid() ? b.select(real, value, b.full(fill, view_type)) : value;
+  }
+  auto [index, real] = padded_indices(b, layout);
+  // Padding positions may compute an index outside the storage: point them at its first element.
+  if (real.valid()) index = b.select(real, index, b.zeros({DType::I64, layout.sizes}));
+  hlo::Builder::GatherDims g;
+  g.collapsed_slice_dims = {0};
+  g.start_index_map = {0};
+  g.index_vector_dim = static_cast<int64_t>(layout.sizes.size());
+  Value value = b.gather(base, with_index_vector(b, index), g, {1}, layout.sizes);
+  if (!real.valid() || std::isnan(fill)) return value;
+  return b.select(real, value, b.full(fill, view_type));
+}
+
+Value write_padded_view(Builder& b, Value base, Value update, const RuntimeLayout& layout) {
+  if (numel(layout.sizes) == 0) return base;
+  if (layout.prefix) return b.dynamic_update_slice(base, b.reshape(update, {numel(layout.sizes)}), {layout.offset});
+  auto [index, real] = padded_indices(b, layout);
+  // Scatter skips updates whose index lies outside the operand: where the padding goes.
+  int64_t length = b.dims(base)[0];
+  if (real.valid()) index = b.select(real, index, b.full(static_cast<double>(length), {DType::I64, layout.sizes}));
+  hlo::Builder::ScatterDims s;
+  s.inserted_window_dims = {0};
+  s.scatter_dims_to_operand_dims = {0};
+  s.index_vector_dim = static_cast<int64_t>(layout.sizes.size());
+  return b.scatter(base, with_index_vector(b, index), update, s, "");
 }
 
 }  // namespace tpu::lowering

@@ -35,4 +35,29 @@ hlo::Value read_view(hlo::Builder& b, hlo::Value base, const ViewLayout& layout,
 hlo::Value write_view(hlo::Builder& b, hlo::Value base, hlo::Value update, const ViewLayout& layout,
                       hlo::Value offset = {});
 
+// A view placed by runtime values: one program serves every view whose sizes round up to
+// `sizes` (its bucket). Dims in `padded` have a runtime size up to sizes[d]; positions past it
+// are padding. The offset and every stride are runtime values too, since a padded dim's real
+// size shapes the strides of the dims outside it.
+struct RuntimeLayout {
+  Dims sizes;           // the bucket's sizes
+  uint64_t padded = 0;  // bit d: dim d has a runtime size
+  // A dense range padded at its outermost dim only, with room for the bucket after it in the
+  // base: a slice of it, and written back as one (the padding lands in the room).
+  bool prefix = false;
+  hlo::Value offset;    // these: rank-0 i64 values
+  std::vector<hlo::Value> runtime_sizes;
+  std::vector<hlo::Value> strides;
+};
+
+// The view at its bucket's sizes; padding reads as `fill` (NaN: whatever the storage holds there).
+hlo::Value read_padded_view(hlo::Builder& b, hlo::Value base, const RuntimeLayout& layout, double fill);
+
+// Whether each bucket position of the view is real (true) or padding; invalid when nothing is padded.
+hlo::Value padding_mask(hlo::Builder& b, const RuntimeLayout& layout);
+
+// `base` with the view's real positions replaced by those of `update` (bucket-shaped); its
+// padding is dropped.
+hlo::Value write_padded_view(hlo::Builder& b, hlo::Value base, hlo::Value update, const RuntimeLayout& layout);
+
 }  // namespace tpu::lowering

@@ -11,6 +11,7 @@
 #include "aten/pinned_memory.h"
 #include "aten/tpu_tensor.h"
 #include "cache/program_cache.h"
+#include "exec/padding.h"
 
 namespace py = pybind11;
 
@@ -85,6 +86,9 @@ py::dict metrics() {
   d["compile_upgrades"] = c.compile.upgrades;
   d["compile_upgrade_seconds"] = c.compile.upgrade_seconds;
   d["slow_compiles"] = c.compile.slow_compiles;
+  tpu::exec::PaddingCounters padding = tpu::exec::padding_counters();
+  d["padded_launches"] = padding.padded_launches;
+  d["padding_declined"] = padding.declined;
   return d;
 }
 
@@ -157,6 +161,7 @@ PYBIND11_MODULE(_C, m) {
     tpu::exec::flush(reason.c_str());
   }, py::arg("reason") = "explicit");
   m.def("_reset_metrics", [] { tpu::exec::reset_counters(); });
+  m.def("_forget_shape_history", [] { tpu::exec::forget_shape_history(); });
   m.def("_clear_program_cache", [] { tpu::cache::ProgramCache::get().clear(); });
   m.def("_fallback_counts", [] { return tpu::aten::fallback_counts(); });
   m.def("_reset_fallback_counts", [] { tpu::aten::reset_fallback_counts(); });

@@ -1,0 +1,76 @@
+#include "exec/graph_cuts.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "exec/program_key.h"
+
+namespace tpu::exec {
+
+// Where to cut a graph that reached its bound: at the last place where the ops that started it
+// start again (a loop body's first ops), so that the next graph begins where this one began and
+// a loop with no host read becomes the same program run again; at the end when nothing repeats.
+// The signatures are computed here, once per cut, not while recording.
+size_t repeat_point(const std::vector<OpCall>& calls) {
+  size_t n = calls.size();
+  size_t window = std::min(kWindow, n / 4);
+  if (window == 0) return n;
+  std::vector<uint64_t> signatures(n);
+  // By ops and ranks: the loop's first iteration may read storages of other lengths than the next
+  // ones (an upload with room, exec/padding.h), and the cut must still fall where it starts again.
+  for (size_t i = 0; i < n; ++i) signatures[i] = call_signature(calls[i], Signature::Ranks);
+  for (size_t i = n - window; i >= n / 4 && i > 0; --i) {
+    if (std::equal(signatures.begin(), signatures.begin() + window, signatures.begin() + i)) return i;
+  }
+  return n;
+}
+
+// A loop with no host read whose sizes grow (a generation loop) is cut into one graph per
+// iteration, each of which runs padded at its bucket's sizes: the same few programs serve the
+// whole loop, and no graph waits for a bound. Its iterations differ in sizes only: the first ops
+// of the graph occur again later with the same bucketed signatures but other exact ones. (A
+// training step's layers repeat with equal sizes and are not cut.) The loop's first iteration may
+// differ from the next ones (its op histories had not varied yet), so the repeat may start
+// anywhere: returns where the first repeating iteration starts and its length, or {0, 0}.
+std::pair<size_t, size_t> growing_loop(const std::vector<OpCall>& calls) {
+  size_t n = calls.size();
+  if (n < 2 * kWindow) return {0, 0};
+  std::vector<uint64_t> bucketed(n), exact(n);
+  for (size_t i = 0; i < n; ++i) {
+    bucketed[i] = call_signature(calls[i], Signature::Bucketed);
+    exact[i] = call_signature(calls[i], Signature::Exact);
+  }
+  auto window_hash = [&](const std::vector<uint64_t>& s, size_t at) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t k = 0; k < kWindow; ++k) h = (h ^ s[at + k]) * 1099511628211ull;
+    return h;
+  };
+  // A period holds when a whole iteration repeats (a layer of a model repeats a window, not the
+  // step), the second one differing in exact sizes.
+  auto repeats = [&](size_t start, size_t period) {
+    if (start + 2 * period > n) return false;
+    return std::equal(bucketed.begin() + start, bucketed.begin() + start + period, bucketed.begin() + start + period) &&
+           !std::equal(exact.begin() + start, exact.begin() + start + period, exact.begin() + start + period);
+  };
+  std::unordered_map<uint64_t, std::vector<size_t>> seen;  // bucketed window -> where it occurs
+  for (size_t i = 0; i + kWindow <= n; ++i) {
+    std::vector<size_t>& at = seen[window_hash(bucketed, i)];
+    for (size_t start : at) {
+      if (i - start >= kWindow && repeats(start, i - start)) return {start, i - start};
+    }
+    at.push_back(i);
+  }
+  return {0, 0};
+}
+
+// Whether calls[period, period + kWindow) begin the loop's next iteration (in the next bucket,
+// maybe: the ops and their ranks are what make the loop).
+bool next_iteration_starts(const std::vector<OpCall>& calls, size_t period) {
+  if (calls.size() < period + kWindow) return false;
+  for (size_t k = 0; k < kWindow; ++k) {
+    if (call_signature(calls[k], Signature::Ranks) != call_signature(calls[period + k], Signature::Ranks)) return false;
+  }
+  return true;
+}
+
+}  // namespace tpu::exec

@@ -1,0 +1,340 @@
+#include "exec/padding.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <mutex>
+#include <unordered_map>
+
+#include "cache/stable_hash.h"
+#include "exec/program_key.h"
+#include "lowering/padding_rules.h"
+
+namespace tpu::exec {
+
+namespace {
+
+// A size that takes a new value after this many is not one of a few call sites' sizes (a model's
+// layers of different widths) but one that keeps changing: results with it get their bucket's room.
+constexpr size_t kManyValues = 4;
+constexpr size_t kValuesKept = 64;  // per size: past this many, any other value counts as new
+// A size that has taken this many values keeps changing for good, even where it takes one it took
+// before (a second epoch over the same lengths).
+constexpr size_t kAlwaysChanging = 16;
+
+struct History {
+  std::vector<Dims> values;  // per size (views' sizes and strides, then results' sizes): the values seen
+  int failures = 0;
+  bool declined = false;
+};
+
+struct PaddedKey {
+  uint64_t first_exact = 0;
+  bool varied = false;
+  bool failed = false;  // its program could not be built or compiled
+};
+
+std::mutex g_mutex;
+std::unordered_map<std::string, History> g_history;
+std::unordered_map<uint64_t, PaddedKey> g_padded_keys;
+PaddingCounters g_counters;
+constexpr size_t kMaxEntries = 1 << 16;  // a bound on memory, never reached by a real model
+
+// The op, its arguments except sizes, and the dtype and rank of each tensor.
+std::string history_key(const OpCall& call) {
+  using Kind = lowering::Arg::Kind;
+  std::string key = call.name + '.' + call.overload;
+  key.push_back('\0');
+  for (const auto& arg : call.args) {
+    key.push_back(static_cast<char>(arg.kind));
+    if (arg.kind == Kind::TensorList) {
+      for (int32_t slot : arg.slots) key.push_back(slot < 0 ? 'n' : 't');
+    } else {
+      append_static_argument(key, arg, call, /*list_values=*/false);
+    }
+  }
+  for_each_view(call, [&](const TensorView& view, int32_t) {
+    key.push_back(static_cast<char>(view.dtype));
+    key.push_back(static_cast<char>(view.layout.sizes.size()));
+  });
+  for (const auto& output : call.outputs) {
+    key.push_back(static_cast<char>(output.dtype));
+    key.push_back(static_cast<char>(output.dims.size()));
+  }
+  return key;
+}
+
+// Adds `sizes` to the values `h` has seen; per size, whether it has taken another value before
+// (`varied`), and whether it takes a new one after many (`growing`: a sequence that grows, not
+// one of a few call sites' sizes, which come back every step). False when none has varied.
+bool note_sizes(History& h, const Dims& sizes, std::vector<bool>& varied, std::vector<bool>& growing) {
+  if (h.values.size() != sizes.size()) return false;
+  bool any = false;
+  varied.resize(sizes.size());
+  growing.resize(sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    Dims& seen = h.values[i];
+    bool is_new = std::find(seen.begin(), seen.end(), sizes[i]) == seen.end();
+    if (is_new && seen.size() < kValuesKept) seen.push_back(sizes[i]);
+    varied[i] = seen.size() > 1;
+    growing[i] = (is_new && seen.size() >= kManyValues) || seen.size() >= kAlwaysChanging;
+    any |= varied[i];
+  }
+  return any;
+}
+
+// Each view's sizes and strides, then each result's sizes.
+Dims sizes_of(const OpCall& call) {
+  Dims sizes;
+  for_each_view(call, [&](const TensorView& view, int32_t) {
+    sizes.insert(sizes.end(), view.layout.sizes.begin(), view.layout.sizes.end());
+    sizes.insert(sizes.end(), view.layout.strides.begin(), view.layout.strides.end());
+  });
+  for (const auto& output : call.outputs) sizes.insert(sizes.end(), output.dims.begin(), output.dims.end());
+  return sizes;
+}
+
+// The dims of `sizes` (starting at `at` in the history) that are padded, and their bucket sizes.
+uint64_t padded_dims(const Dims& sizes, const std::vector<bool>& varied, size_t at, Dims& bucket) {
+  uint64_t padded = 0;
+  bucket = sizes;
+  for (size_t d = 0; d < sizes.size() && d < 64; ++d) {
+    if (!varied[at + d] || sizes[d] <= 1) continue;
+    padded |= uint64_t{1} << d;
+    bucket[d] = bucket_size(sizes[d]);
+  }
+  return padded;
+}
+
+// A fresh result covers its storage densely, in any dim order (a result laid out like a
+// transposed input): then its bucket's sizes fit in the bucket's element count.
+bool covers_whole_storage(const TensorView& view) {
+  return view.layout.offset == 0 && numel(view.layout.sizes) * itemsize(view.dtype) == view.storage->nbytes;
+}
+
+// See PaddingPlan::view_prefix. Only views from the storage's start qualify: the key holds that,
+// while a runtime offset could move another view of the same key past the room. A written view
+// must also end where its storage's bytes end, so that what its padding writes lands in the room.
+bool is_prefix(const TensorView& view, uint64_t padded, const Dims& bucket, bool written) {
+  if (padded == 0 || (padded & (padded - 1)) != 0 || view.layout.offset != 0 ||
+      !lowering::is_contiguous(view.layout)) {
+    return false;
+  }
+  for (size_t d = 0; d < view.layout.sizes.size() && !(padded >> d & 1); ++d) {
+    if (view.layout.sizes[d] != 1) return false;
+  }
+  const Storage& s = *view.storage;
+  int64_t item = itemsize(view.dtype);
+  if (s.dtype != view.dtype && s.buffer) return false;
+  if (numel(bucket) * item > s.value_bytes()) return false;
+  return !written || numel(view.layout.sizes) * item == s.nbytes;
+}
+
+// A view that is the whole of a storage whose length is fixed (a weight): its sizes come with the
+// storage's length, which the program's key holds anyway, so padding them brings no reuse.
+bool sized_by_storage(const TensorView& view) {
+  const Storage& s = *view.storage;
+  return !s.sized_to_bucket && covers_whole_storage(view) && (s.buffer || s.set_epoch != 0 || s.exact_length);
+}
+
+// The call's plan at bucket sizes, or null when padding_rules says padding could reach a result
+// (or nothing would be padded). Views sized by their storage keep their exact layout: their dims
+// vary only because sites of the op take weights of different sizes.
+std::shared_ptr<PaddingPlan> make_plan(const OpCall& call, const std::vector<bool>& varied) {
+  auto plan = std::make_shared<PaddingPlan>();
+  std::vector<std::vector<lowering::PaddedOperand>> operands(call.args.size());
+  std::vector<int32_t> arg_of_view;
+  size_t at = 0;
+  bool any_placed = false;
+  auto place = [&](const TensorView& view, int32_t arg) {
+    Dims bucket;
+    size_t rank = view.layout.sizes.size();
+    uint64_t padded = padded_dims(view.layout.sizes, varied, at, bucket);
+    bool strides_vary = false;
+    for (size_t d = 0; d < rank; ++d) strides_vary |= varied[at + rank + d];
+    if (sized_by_storage(view)) {
+      padded = 0;
+      bucket = view.layout.sizes;
+      strides_vary = false;
+    }
+    at += 2 * rank;
+    plan->view_placed.push_back(padded != 0 || strides_vary);
+    plan->view_prefix.push_back(is_prefix(view, padded, bucket, arg < 0));
+    any_placed |= plan->view_placed.back();
+    plan->view_sizes.push_back(bucket);
+    plan->view_padded.push_back(padded);
+    if (arg >= 0) operands[arg].push_back({static_cast<int64_t>(rank), padded});
+    arg_of_view.push_back(arg);
+  };
+  for (size_t i = 0; i < call.args.size(); ++i) {
+    const auto& arg = call.args[i];
+    if (arg.kind == lowering::Arg::Kind::Tensor) {
+      place(call.inputs[arg.slot], static_cast<int32_t>(i));
+    } else if (arg.kind == lowering::Arg::Kind::TensorList) {
+      for (int32_t slot : arg.slots) {
+        if (slot >= 0) {
+          place(call.inputs[slot], static_cast<int32_t>(i));
+        } else {
+          operands[i].push_back({0, 0});
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < call.outputs.size() && i < call.destinations.size(); ++i) {
+    if (call.destinations[i].storage) place(call.destinations[i], -1);
+  }
+  for (const auto& output : call.outputs) {
+    Dims bucket;
+    padded_dims(output.dims, varied, at, bucket);
+    at += output.dims.size();
+    plan->output_dims.push_back(bucket);
+  }
+  if (!any_placed) return nullptr;
+  auto fills = lowering::padding_fills(call.name, call.args, operands);
+  if (!fills) return nullptr;
+  for (int32_t arg : arg_of_view) {
+    plan->view_fills.push_back(arg >= 0 ? (*fills)[arg] : std::numeric_limits<double>::quiet_NaN());
+  }
+  return plan;
+}
+
+}  // namespace
+
+bool takes_growing_operands(const OpCall& call) {
+  for (const auto& view : call.inputs) {
+    if (view.storage->grows) return true;
+  }
+  return false;
+}
+
+int64_t bucket_size(int64_t n) {
+  int64_t b = 1;
+  while (b < n) b <<= 1;
+  return b;
+}
+
+bool buckets_enabled() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("TORCH_TPU_SHAPE_BUCKETS");
+    return !(value && std::string(value) == "0");
+  }();
+  return enabled;
+}
+
+void plan_padding(OpCall& call) {
+  if (!buckets_enabled()) return;
+  std::string key = history_key(call);
+  Dims sizes = sizes_of(call);
+  std::vector<bool> varied, growing;
+  bool declined = false;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (g_history.size() > kMaxEntries) g_history.clear();
+    auto [it, inserted] = g_history.try_emplace(std::move(key));
+    History& h = it->second;
+    if (inserted) {
+      h.values.resize(sizes.size());
+      for (size_t i = 0; i < sizes.size(); ++i) h.values[i] = {sizes[i]};
+      return;
+    }
+    if (!note_sizes(h, sizes, varied, growing)) return;
+    declined = h.declined;
+  }
+
+  // A fresh result gets its bucket's room before any program fixes its length, whether or not this
+  // call can pad, so that the ops after it can: when its sizes keep growing, or when the call
+  // already takes operands sized to their buckets. Sizes that differ only between a few call
+  // sites (weights of different widths) give no room: a model whose shapes never change keeps
+  // its memory.
+  bool roomy_inputs = takes_growing_operands(call);
+  size_t at = 0;
+  for_each_view(call, [&](const TensorView& view, int32_t slot) {
+    size_t rank = view.layout.sizes.size();
+    Storage& s = *view.storage;
+    Dims bucket;
+    bool grows_here = false;
+    for (size_t d = 0; d < rank; ++d) grows_here |= growing[at + d] && view.layout.sizes[d] > 1;
+    if (slot < 0 && (roomy_inputs || grows_here) && padded_dims(view.layout.sizes, varied, at, bucket) &&
+        !s.buffer && s.set_epoch == 0 && !s.sized_to_bucket && !s.exact_length && covers_whole_storage(view)) {
+      s.spare_bytes = numel(bucket) * itemsize(view.dtype) - s.nbytes;
+      s.sized_to_bucket = true;
+      s.grows = true;
+    }
+    at += 2 * rank;
+  });
+  if (declined || call.lowering == nullptr || call.lowering->random) return;
+  call.padding = make_plan(call, varied);
+}
+
+int64_t upload_spare_bytes(DType dtype, const Dims& sizes) {
+  // Only small tensors get room (a batch of token ids; a model's small weights too, whose sizes
+  // differ as well: what that costs stays small).
+  constexpr int64_t kMaxRoomyUploadBytes = 1 << 20;
+  if (!buckets_enabled() || numel(sizes) == 0 || numel(sizes) * itemsize(dtype) > kMaxRoomyUploadBytes) return -1;
+  std::string key = "\x01upload";
+  key.push_back(static_cast<char>(dtype));
+  key.push_back(static_cast<char>(sizes.size()));
+  std::vector<bool> varied, growing;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto [it, inserted] = g_history.try_emplace(std::move(key));
+    History& h = it->second;
+    if (inserted) h.values.resize(sizes.size());
+    if (!note_sizes(h, sizes, varied, growing)) return -1;
+  }
+  if (std::none_of(growing.begin(), growing.end(), [](bool g) { return g; })) return -1;
+  Dims bucket;
+  if (padded_dims(sizes, varied, 0, bucket) == 0) return -1;
+  return (numel(bucket) - numel(sizes)) * itemsize(dtype);
+}
+
+bool prefer_padded(const std::string& padded_key, const std::string& exact_key, bool growing) {
+  uint64_t exact = cache::fnv1a64(exact_key);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_padded_keys.size() > kMaxEntries) g_padded_keys.clear();
+  auto [it, inserted] = g_padded_keys.try_emplace(cache::fnv1a64(padded_key));
+  if (inserted) {
+    it->second.first_exact = exact;
+  } else if (it->second.first_exact != exact) {
+    it->second.varied = true;
+  }
+  // `growing` decides this launch only: a model that pads while its first step creates values of
+  // many sizes runs its own exact programs from then on.
+  bool padded = !it->second.failed && (growing || it->second.varied);
+  if (padded) ++g_counters.padded_launches;
+  return padded;
+}
+
+void decline_padding(const OpCall& call) {
+  // A few failures may come from operands of equal sizes of which only some could pad; an op that
+  // keeps failing runs at exact sizes from then on.
+  constexpr int kFailuresTolerated = 3;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  ++g_counters.declined;
+  auto it = g_history.find(history_key(call));
+  if (it != g_history.end() && ++it->second.failures > kFailuresTolerated) it->second.declined = true;
+}
+
+void decline_padded_key(const std::string& padded_key) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_padded_keys[cache::fnv1a64(padded_key)].failed = true;
+}
+
+void forget_shape_history() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_history.clear();
+  g_padded_keys.clear();
+}
+
+void reset_padding_counters() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_counters = {};
+}
+
+PaddingCounters padding_counters() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_counters;
+}
+
+}  // namespace tpu::exec

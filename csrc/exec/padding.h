@@ -1,0 +1,68 @@
+// Programs that serve a range of sizes: shape buckets (DESIGN.md, "Programs that serve many sizes").
+//
+// Every call notes its sizes in the history of its op (its name, arguments and ranks, not its
+// sizes). A dim that has taken a second size is a dynamic dim of that op from then on: a storage
+// written with it gets room for its bucket (the next power of two), and the call gets a plan to run
+// at bucket sizes, where lowering/padding_rules.h allows. Whether a launch uses the plan is
+// decided by its keys: a program whose exact key is in the memory cache runs as it is (a model
+// whose shapes never change never pads); otherwise the padded program runs once its key has met a
+// second exact key, that is once sizes have changed under it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "exec/executor.h"
+
+namespace tpu::exec {
+
+struct PaddingPlan {
+  // Per view, in for_each_view's order: whether runtime values place it (it is padded, or its
+  // strides change with a padded size elsewhere), its bucket's sizes, its padded dims, and what its
+  // padding must read as (NaN: anything).
+  std::vector<bool> view_placed;
+  // Whether the view is a dense range of its storage padded at its outermost dim only, with room
+  // for its bucket after it: then it is read and written as one slice, not element by element.
+  std::vector<bool> view_prefix;
+  std::vector<Dims> view_sizes;
+  std::vector<uint64_t> view_padded;
+  std::vector<double> view_fills;
+  std::vector<Dims> output_dims;  // the results' bucket shapes
+};
+
+// The bucket of a dim of size n: the next power of two.
+int64_t bucket_size(int64_t n);
+
+// Notes the call's sizes; fills call.padding, and gives fresh destinations their bucket's room.
+void plan_padding(OpCall& call);
+
+// Whether some operand was written by an op whose sizes keep growing: the call is part of such a
+// computation (a generation loop), and pads at once.
+bool takes_growing_operands(const OpCall& call);
+
+// The spare bytes a dense tensor of `sizes` uploaded from the host gets (-1: none, exact length):
+// its bucket's room once uploads of that dtype and rank keep taking new sizes (a batch of
+// sequences of many lengths), so that the programs reading it can pad.
+int64_t upload_spare_bytes(DType dtype, const Dims& sizes);
+
+// Whether to run the padded program `padded_key` instead of the exact one, whose key `exact_key`
+// missed the memory cache: once the padded key has met a second exact key, or at once when the
+// caller knows the sizes grow.
+bool prefer_padded(const std::string& padded_key, const std::string& exact_key, bool growing);
+
+// The padded form of the call failed to lower or compile (its op runs at exact sizes once that
+// keeps happening), and so did the program of `padded_key`, which is never tried again.
+void decline_padding(const OpCall& call);
+void decline_padded_key(const std::string& padded_key);
+
+struct PaddingCounters {
+  int64_t padded_launches = 0;  // launches of programs that serve a range of sizes
+  int64_t declined = 0;
+};
+PaddingCounters padding_counters();
+
+// Forgets which ops have met which sizes (tests that count programs start from a clean slate).
+void forget_shape_history();
+void reset_padding_counters();
+
+}  // namespace tpu::exec

@@ -1,0 +1,218 @@
+"""Programs that serve a range of sizes (shape buckets, csrc/exec/padding.h).
+
+Once an op has met a second size, its programs run at the sizes of a bucket (the next power of
+two) with the real sizes as runtime values, so a sequence that grows by one element per step
+reuses programs. Padding must never reach a result: each op whose result depends on other
+positions along the padded dim (a reduction, a softmax, a norm, a sort, an index, a write) is run
+here over a range of sizes and compared with the CPU, in every mode.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_tpu
+from conftest import to_cpu, to_tpu
+
+# Sizes that cross bucket boundaries (8 | 16 | 32) and revisit a bucket with new sizes.
+LENGTHS = [5, 6, 7, 9, 12, 16, 17, 23, 31, 11]
+
+
+def same_over_lengths(fn, make_inputs, lengths=LENGTHS):
+    for n in lengths:
+        inputs = make_inputs(n)
+        expected = fn(*inputs)
+        actual = fn(*to_tpu(inputs))
+        torch.testing.assert_close(to_cpu(actual), expected, equal_nan=True, msg=lambda m: f"length {n}: {m}")
+
+
+def seeded(n, *shape_of_n, dtype=torch.float32):
+    g = torch.Generator().manual_seed(n)
+    return [torch.randn(*s, generator=g, dtype=dtype) for s in shape_of_n]
+
+
+OPS_OVER_A_PADDED_DIM = {
+    "sum": lambda x: x.sum(1),
+    "sum_all": lambda x: x.sum(),
+    "mean_other_dim": lambda x: x.mean(-1),
+    "mean_padded_dim": lambda x: x.mean(1),
+    "amax_padded_dim": lambda x: x.amax(1),
+    "max_padded_dim": lambda x: x.max(1).values,
+    "argmax_padded_dim": lambda x: x.argmax(1),
+    "var_padded_dim": lambda x: x.var(1),
+    "softmax_padded_dim": lambda x: torch.softmax(x, 1),
+    "log_softmax_padded_dim": lambda x: torch.log_softmax(x, 1),
+    "softmax_other_dim": lambda x: torch.softmax(x, -1),
+    "layer_norm": lambda x: F.layer_norm(x, (x.shape[-1],)),
+    "cumsum_padded_dim": lambda x: x.cumsum(1),
+    "sort_padded_dim": lambda x: x.sort(1).values,
+    "sort_other_dim": lambda x: x.sort(-1).values,
+    "topk_padded_dim": lambda x: x.topk(2, dim=1).values,
+    "contract_padded_dim": lambda x: x.transpose(1, 2) @ x,
+    "contract_other_dim": lambda x: x @ x.transpose(1, 2),
+    "exp_then_sum": lambda x: x.exp().sum(1),
+    "cat_along_padded_dim": lambda x: torch.cat([x, x[:, :3] * 2, x], dim=1),
+    "transposed_copy": lambda x: x.transpose(0, 1).contiguous() + 1,
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPS_OVER_A_PADDED_DIM))
+def test_ops_over_a_padded_dim_match_cpu(mode, name):
+    fn = OPS_OVER_A_PADDED_DIM[name]
+    same_over_lengths(fn, lambda n: seeded(n, (2, n, 6)))
+
+
+def test_attention_with_a_causal_mask_matches_cpu(mode):
+    def attend(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    same_over_lengths(attend, lambda n: seeded(n, (1, 2, n, 4), (1, 2, n, 4), (1, 2, n, 4)))
+
+
+def test_cross_entropy_and_its_backward_match_cpu(mode):
+    def loss_and_grad(logits, target):
+        logits = logits.detach().requires_grad_()
+        loss = F.cross_entropy(logits.reshape(-1, 5), target.reshape(-1), ignore_index=1)
+        loss.backward()
+        return loss.detach(), logits.grad
+
+    def inputs(n):
+        g = torch.Generator().manual_seed(n)
+        return [torch.randn(2, n, 5, generator=g), torch.randint(0, 5, (2, n), generator=g)]
+
+    same_over_lengths(loss_and_grad, inputs)
+
+
+def test_embedding_and_its_backward_match_cpu(mode):
+    weight = torch.randn(11, 4, generator=torch.Generator().manual_seed(0))
+
+    def embed(index, w):
+        w = w.detach().requires_grad_()
+        out = F.embedding(index, w)
+        (out * out).sum().backward()
+        return out.detach(), w.grad
+
+    def inputs(n):
+        return [torch.randint(0, 11, (2, n), generator=torch.Generator().manual_seed(n)), weight]
+
+    same_over_lengths(embed, inputs)
+
+
+def test_layer_norm_backward_matches_cpu(mode):
+    def norm_grads(x, w):
+        x, w = x.detach().requires_grad_(), w.detach().requires_grad_()
+        F.layer_norm(x, (6,), w).pow(2).sum().backward()
+        return x.grad, w.grad
+
+    same_over_lengths(norm_grads, lambda n: seeded(n, (2, n, 6), (6,)))
+
+
+def test_in_place_writes_over_a_padded_dim_match_cpu(mode):
+    def write(x):
+        y = x.clone()
+        y[:, 1:].add_(x[:, :-1])
+        y.mul_(2)
+        y[:, -1] = 7.0
+        return y
+
+    same_over_lengths(write, lambda n: seeded(n, (3, n)))
+
+
+def test_index_select_with_a_padded_index_matches_cpu(mode):
+    table = torch.randn(9, 3, generator=torch.Generator().manual_seed(3))
+
+    def inputs(n):
+        return [table, torch.randint(0, 9, (n,), generator=torch.Generator().manual_seed(n))]
+
+    same_over_lengths(lambda t, i: t.index_select(0, i) * 2, inputs)
+
+
+def test_index_out_of_range_still_raises_when_the_index_is_padded(mode):
+    table = torch.randn(9, 3).to("tpu")
+    for n in (5, 6, 7):
+        index = torch.randint(0, 9, (n,)).to("tpu")
+        table.index_select(0, index).cpu()
+    bad = torch.tensor([0, 1, 2, 3, 4, 5, 6, 9]).to("tpu")
+    with pytest.raises(IndexError):
+        table.index_select(0, bad).cpu()
+
+
+def growing_step(x, w):
+    h = torch.tanh(x @ w) + x
+    return torch.softmax(h, dim=0).sum(-1)
+
+
+def test_strict_programs_are_reused_within_a_bucket():
+    w = torch.randn(8, 8).to("tpu")
+    with torch_tpu.eager_mode("strict"):
+        # A few lengths in the bucket of 33..64 mark the sizes as changing and compile its programs.
+        for n in range(33, 40):
+            growing_step(torch.randn(n, 8).to("tpu"), w).cpu()
+        before = torch_tpu.metrics()["compiles"]
+        for n in range(40, 65):
+            x = torch.randn(n, 8)
+            torch.testing.assert_close(growing_step(x.to("tpu"), w).cpu(), growing_step(x, w.cpu()))
+        assert torch_tpu.metrics()["compiles"] == before
+
+
+GROWING_LOOP = """
+import json, torch, torch_tpu
+import torch.nn.functional as F
+torch.manual_seed(0)
+table, w = torch.randn(50, 8), torch.randn(8, 8)
+
+def generate(steps, device):
+    t, m = table.to(device), w.to(device)
+    idx = torch.arange(1, 6).view(1, 5).to(device)
+    for _ in range(steps):
+        h = torch.tanh(F.embedding(idx, t) @ m).sum(-1)
+        nxt = (h[:, -1:] * 100).abs().long() % 50
+        idx = torch.cat([idx, nxt], dim=1)
+    return idx.cpu()
+
+torch_tpu.set_eager_mode("defer_and_fuse")
+same = torch.equal(generate(40, "tpu"), generate(40, "cpu"))
+reasons = dict(torch_tpu.metrics()["flush_reasons"])
+before = torch_tpu.metrics()["compiles"]
+same_again = torch.equal(generate(55, "tpu")[:, 40:50], generate(55, "cpu")[:, 40:50])
+print(json.dumps({"same": same and same_again, "reasons": reasons,
+                  "compiled": torch_tpu.metrics()["compiles"] - before}))
+"""
+
+
+def test_a_growing_loop_without_host_reads_compiles_once_per_bucket(tmp_path):
+    """defer_and_fuse: a generation-like loop becomes one graph per iteration, and within a bucket
+    every iteration runs the same padded program. In a fresh process: which ops have met several
+    sizes is process-wide history, which other tests change."""
+    import json
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path))
+    env.pop("TORCH_TPU_EAGER_MODE", None)
+    out = subprocess.run([sys.executable, "-c", GROWING_LOOP], env=env, capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["same"]
+    assert result["reasons"].get("loop iteration", 0) > 0, result["reasons"]
+    # Lengths 45..60 fall in the bucket of 64, whose programs exist by then.
+    assert result["compiled"] <= 12, result
+
+
+def test_buckets_can_be_turned_off(tmp_path):
+    import os
+    import subprocess
+    import sys
+    code = (
+        "import torch, torch_tpu\n"
+        "torch_tpu.set_eager_mode('strict')\n"
+        "for n in range(5, 12):\n"
+        "    (torch.randn(n, 3).to('tpu') + 1).cpu()\n"
+        "print(torch_tpu.metrics()['compiles'])\n"
+    )
+
+    def compiles(env_value):
+        env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path / env_value))
+        env["TORCH_TPU_SHAPE_BUCKETS"] = env_value
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        return int(out.stdout.strip().splitlines()[-1])
+
+    assert compiles("1") < compiles("0")
