@@ -36,15 +36,19 @@ struct PaddedKey {
 };
 
 std::mutex g_mutex;
-std::unordered_map<std::string, History> g_history;
+std::unordered_map<uint64_t, History> g_history;  // by history_key
 std::unordered_map<uint64_t, PaddedKey> g_padded_keys;
 PaddingCounters g_counters;
 constexpr size_t kMaxEntries = 1 << 16;  // a bound on memory, never reached by a real model
 
-// The op, its arguments except sizes, and the dtype and rank of each tensor.
-std::string history_key(const OpCall& call) {
+// A hash of the op, its arguments except sizes, and the dtype and rank of each tensor. Every op
+// comes here: the text is built in a buffer the thread keeps, not allocated per call.
+uint64_t history_key(const OpCall& call) {
   using Kind = lowering::Arg::Kind;
-  std::string key = call.name + '.' + call.overload;
+  thread_local std::string key;
+  key.assign(call.name);
+  key.push_back('.');
+  key += call.overload;
   key.push_back('\0');
   for (const auto& arg : call.args) {
     key.push_back(static_cast<char>(arg.kind));
@@ -62,7 +66,7 @@ std::string history_key(const OpCall& call) {
     key.push_back(static_cast<char>(output.dtype));
     key.push_back(static_cast<char>(output.dims.size()));
   }
-  return key;
+  return cache::fnv1a64(key);
 }
 
 // Adds `sizes` to the values `h` has seen; per size, whether it has taken another value before
@@ -224,14 +228,14 @@ bool buckets_enabled() {
 
 void plan_padding(OpCall& call) {
   if (!buckets_enabled()) return;
-  std::string key = history_key(call);
+  uint64_t key = history_key(call);
   Dims sizes = sizes_of(call);
   std::vector<bool> varied, growing;
   bool declined = false;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     if (g_history.size() > kMaxEntries) g_history.clear();
-    auto [it, inserted] = g_history.try_emplace(std::move(key));
+    auto [it, inserted] = g_history.try_emplace(key);
     History& h = it->second;
     if (inserted) {
       h.values.resize(sizes.size());
@@ -278,7 +282,7 @@ int64_t upload_spare_bytes(DType dtype, const Dims& sizes) {
   std::vector<bool> varied, growing;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    auto [it, inserted] = g_history.try_emplace(std::move(key));
+    auto [it, inserted] = g_history.try_emplace(cache::fnv1a64(key));
     History& h = it->second;
     if (inserted) h.values.resize(sizes.size());
     if (!note_sizes(h, sizes, varied, growing)) return -1;
