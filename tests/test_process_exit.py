@@ -1,4 +1,4 @@
-"""A process that ran a backward pass on tpu exits cleanly (torch_tpu/_autograd_shutdown.py).
+"""A process that ran a backward pass on tpu exits cleanly (torch_tpu/_exit.py).
 
 The autograd engine's tpu device thread may release the last graph task after the program's last
 line, when Python has begun finalizing; releasing its Python objects then aborted the process
@@ -8,6 +8,7 @@ the device thread is the one to release it, it is still at work while the interp
 Whether the device thread or the caller releases it last is a race, so the script runs several
 times; each run must exit with status 0.
 """
+import os
 import subprocess
 import sys
 
@@ -35,3 +36,36 @@ def test_exit_after_backward_waits_for_the_autograd_device_thread():
         stdout, stderr = run.communicate(timeout=300)
         assert run.returncode == 0, stderr[-3000:]
         assert float(stdout) == 6.0
+
+
+UPGRADING_AT_EXIT = """
+import torch, torch_tpu
+x = torch.linspace(0, 1, 1 << 21, device="tpu")
+for _ in range(12):  # each op's quick program has paid for its full compile: upgrades are queued
+    x = torch.sin(x) * 1.001 + torch.cos(x)
+print(x[:4].sum().item())
+import sys; print(torch_tpu.metrics()["quick_compiles"], file=sys.stderr)
+"""
+
+
+def test_exit_while_programs_are_compiled_again_in_the_background(tmp_path):
+    # The full compiles queued by the last steps are dropped at exit and the one in flight is
+    # awaited while the plugin is whole (torch_tpu/_exit.py); run from the C exit handlers instead,
+    # such a compile spun or crashed inside the plugin.
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path))  # empty: every program is compiled here
+    runs = [subprocess.Popen([sys.executable, "-c", UPGRADING_AT_EXIT], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env) for _ in range(3)]
+    expected = torch_reference()
+    for run in runs:
+        stdout, stderr = run.communicate(timeout=300)
+        assert run.returncode == 0, stderr[-3000:]
+        assert abs(float(stdout) - expected) < 1e-3 * max(1.0, abs(expected))
+        assert int(stderr.strip().splitlines()[-1]) > 0  # quick programs were compiled: upgrades were due
+
+
+def torch_reference():
+    import torch
+    x = torch.linspace(0, 1, 1 << 21)
+    for _ in range(12):
+        x = torch.sin(x) * 1.001 + torch.cos(x)
+    return x[:4].sum().item()

@@ -40,8 +40,8 @@ def _register():
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     _C._set_default_mode(mode_from_environment().value)
     propagate_mode_into_backward()
-    from . import _autograd_shutdown
-    _autograd_shutdown.register()
+    from . import _exit
+    _exit.register()
     from . import _meta
     _meta.register()
     from . import _dynamo_device, _interop

@@ -17,10 +17,15 @@ namespace tpu::exec {
 
 namespace {
 
-// A quick program is compiled again once its runs have computed this many elements (every value
-// of the program counts): at a few ns lost per element, about what a full compile of a small
-// program costs (20-100 ms).
-constexpr int64_t kUpgradeElements = int64_t{1} << 23;
+// A quick program is compiled again once its runs have lost about what its full compile will
+// cost: the full compile takes a few times the quick one (measured on XLA:CPU: 2x for a per-op
+// program, 4x for a training step's graph), and the quick code loses a few ns per element it
+// computes. A graph whose quick compile took a second is upgraded only after a few thousand
+// steps' worth of elements: a short script never pays for (nor waits at exit on) a full compile
+// it would not win back.
+constexpr double kFullOverQuickCompile = 4.0;
+constexpr double kSecondsLostPerElement = 4e-9;
+constexpr int64_t kUpgradeElements = int64_t{1} << 23;  // the least: 33 ms lost
 // A per-op program that computes that much in one run would be upgraded after its first: it is
 // compiled fully at once. (A graph is not: its first run may be its only one, a generation step.)
 constexpr int64_t kQuickPerOpElementsLimit = kUpgradeElements;
@@ -38,8 +43,10 @@ struct Stats {
   bool warned[kProgramKinds] = {};
 } g_stats;
 
-// The background thread that compiles quick programs again with full optimisation. Joined at
-// exit, so that no compile is still running inside the plugin while the process tears it down.
+// The background thread that compiles quick programs again with full optimisation. Stopped at
+// exit before anything is torn down (torch_tpu's exit hook calls stop_upgrades() while Python and
+// the plugin are whole; the C exit handler is the fallback): a compile still running while the
+// plugin's static objects are destroyed hangs or crashes the process.
 class Upgrader {
  public:
   static Upgrader& get() {
@@ -67,7 +74,7 @@ class Upgrader {
     idle_.wait(lock, [this] { return queue_.empty() && !busy_; });
   }
 
- private:
+  // Drops the queue and waits for the compile in flight (a compile cannot be cancelled).
   void stop() {
     // A forked child inherits this object but not the thread: nothing to join there.
     if (getpid() != owner_) return;
@@ -157,6 +164,8 @@ void compile_program(cache::Program& program, const std::string& text, int64_t w
     program.quick = std::make_shared<cache::Program::QuickTier>();
     program.quick->text = text;
     program.quick->elements_per_run = elements;
+    program.quick->upgrade_after_elements = std::max<int64_t>(
+        kUpgradeElements, static_cast<int64_t>(seconds * kFullOverQuickCompile / kSecondsLostPerElement));
   }
   bool warn = false;
   {
@@ -194,11 +203,13 @@ void note_run(const std::string& key, const cache::ProgramPtr& program) {
   cache::Program::QuickTier* quick = program->quick.get();
   if (!quick) return;
   int64_t run = quick->elements_run.fetch_add(quick->elements_per_run) + quick->elements_per_run;
-  if (run < kUpgradeElements || quick->upgrade_scheduled.exchange(true)) return;
+  if (run < quick->upgrade_after_elements || quick->upgrade_scheduled.exchange(true)) return;
   Upgrader::get().enqueue(key, program);
 }
 
 void wait_for_upgrades() { Upgrader::get().wait_idle(); }
+
+void stop_upgrades() { Upgrader::get().stop(); }
 
 CompileCounters compile_counters() {
   std::lock_guard<std::mutex> lock(g_stats.mutex);

@@ -5,8 +5,8 @@
 // whose shapes change every iteration (generation) runs once. Once a program's runs have computed
 // enough elements that the slower code costs more than a full compile would, it is compiled again
 // with full optimisation on a background thread and replaces itself in the cache, the way a JIT's
-// tiers work: a training step's graph, which computes millions of elements, is upgraded on its
-// first repeat. A per-op program that computes many elements per run is compiled fully at once:
+// tiers work: a training step's graph is upgraded once its steps have lost about what the full
+// compile costs. A per-op program that computes many elements per run is compiled fully at once:
 // alone in its program, its run time matters from the first run.
 #pragma once
 
@@ -40,6 +40,10 @@ void note_run(const std::string& key, const cache::ProgramPtr& program);
 // Blocks until every queued full compile is done (tests and benchmarks; never needed for
 // correctness: both tiers compute the same values).
 void wait_for_upgrades();
+
+// Drops the queued full compiles and waits for the one in flight; no upgrade starts afterwards.
+// Called at exit while the plugin is still whole.
+void stop_upgrades();
 
 struct CompileCounters {
   int64_t compiles[kProgramKinds] = {};

@@ -1,5 +1,5 @@
 // Lets the autograd engine's tpu device thread finish its last graph task before Python
-// finalizes (torch_tpu/_autograd_shutdown.py says why that matters).
+// finalizes (torch_tpu/_exit.py says why that matters).
 //
 // The probe is a backward pass built here, in C++, so nothing in it is tied to a Python object:
 // its leaf never reaches Python, it returns no gradients, and it runs after the Python context

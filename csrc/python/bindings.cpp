@@ -155,6 +155,10 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release release;
     tpu::exec::wait_for_upgrades();
   });
+  m.def("_stop_compile_upgrades", [] {
+    py::gil_scoped_release release;
+    tpu::exec::stop_upgrades();
+  });
   m.def("_set_max_pending_ops", [](int64_t ops) { tpu::exec::set_max_pending_ops(ops); });
   m.def("_flush", [](const std::string& reason) {
     py::gil_scoped_release no_gil;

@@ -1,4 +1,11 @@
-"""Let the autograd engine's tpu device threads finish before the interpreter finalizes.
+"""What must finish at exit while Python and the PJRT plugin are still whole.
+
+Background compiles. A quick program's full compile may still be running on its background
+thread when the script ends. If it still runs while the C++ exit handlers destroy the plugin's
+static objects, the compile spins or crashes. Here, first, the queued compiles are dropped and
+the one in flight is awaited.
+
+The autograd engine's tpu device threads.
 
 Every backward pass stores a Python object (the caller's contextvars context) in its graph task's
 thread-local state, and the tensors it returns or accumulates into have Python objects too. The
@@ -46,5 +53,11 @@ def drain_device_threads():
         pass
 
 
+def stop_background_compiles():
+    _C._stop_compile_upgrades()  # touches no device: nothing to do when no program was upgraded
+
+
 def register():
+    # atexit runs the last registered first.
     atexit.register(drain_device_threads)
+    atexit.register(stop_background_compiles)
