@@ -15,16 +15,24 @@ namespace tpu::exec {
 
 namespace {
 
-// A size that takes a new value after this many is not one of a few call sites' sizes (a model's
-// layers of different widths) but one that keeps changing: results with it get their bucket's room.
-constexpr size_t kManyValues = 4;
+// A size whose new values came by one step this many times in a row grows: results with it get
+// their bucket's room.
+constexpr int64_t kGrowingValues = 4;
 constexpr size_t kValuesKept = 64;  // per size: past this many, any other value counts as new
 // A size that has taken this many values keeps changing for good, even where it takes one it took
 // before (a second epoch over the same lengths).
-constexpr size_t kAlwaysChanging = 16;
+constexpr int64_t kAlwaysChanging = 16;
+
+// What one size of an op (a position in sizes_of) has taken.
+struct SizeHistory {
+  Dims seen;                // its values, in the order first seen (up to kValuesKept)
+  int64_t last = 0;         // its value at the latest call
+  int64_t step = 0;         // from the value first seen before the latest one to that one
+  int64_t equal_steps = 0;  // how many new values in a row came by that same step
+};
 
 struct History {
-  std::vector<Dims> values;  // per size (views' sizes and strides, then results' sizes): the values seen
+  std::vector<SizeHistory> sizes;  // per size (views' sizes and strides, then results' sizes)
   int failures = 0;
   bool declined = false;
 };
@@ -70,22 +78,41 @@ uint64_t history_key(const OpCall& call) {
 }
 
 // Adds `sizes` to the values `h` has seen; per size, whether it has taken another value before
-// (`varied`), and whether it takes a new one after many (`growing`: a sequence that grows, not
-// one of a few call sites' sizes, which come back every step). False when none has varied.
+// (`varied`), and whether it grows (`growing`). A size grows when its new values keep coming by
+// one step (a sequence that grows by a token, or a chunk, per iteration) or when it has taken
+// many values. The sizes of an op's call sites (a model's layers of different widths, its
+// weights met one after another in the first optimizer step) are new values too, but at steps
+// that differ. False when none has varied.
 bool note_sizes(History& h, const Dims& sizes, std::vector<bool>& varied, std::vector<bool>& growing) {
-  if (h.values.size() != sizes.size()) return false;
+  if (h.sizes.size() != sizes.size()) return false;
   bool any = false;
   varied.resize(sizes.size());
   growing.resize(sizes.size());
   for (size_t i = 0; i < sizes.size(); ++i) {
-    Dims& seen = h.values[i];
-    bool is_new = std::find(seen.begin(), seen.end(), sizes[i]) == seen.end();
-    if (is_new && seen.size() < kValuesKept) seen.push_back(sizes[i]);
-    varied[i] = seen.size() > 1;
-    growing[i] = (is_new && seen.size() >= kManyValues) || seen.size() >= kAlwaysChanging;
+    SizeHistory& size = h.sizes[i];
+    bool is_new = sizes[i] != size.last &&
+                  std::find(size.seen.begin(), size.seen.end(), sizes[i]) == size.seen.end();
+    if (is_new) {
+      int64_t step = sizes[i] - size.seen.back();
+      size.equal_steps = step > 0 && step == size.step ? size.equal_steps + 1 : 1;
+      size.step = step;
+      if (size.seen.size() < kValuesKept) size.seen.push_back(sizes[i]);
+    }
+    size.last = sizes[i];
+    int64_t distinct = static_cast<int64_t>(size.seen.size());
+    varied[i] = distinct > 1;
+    growing[i] = (is_new && size.equal_steps + 1 >= kGrowingValues) || distinct >= kAlwaysChanging;
     any |= varied[i];
   }
   return any;
+}
+
+// The history of an op's first call.
+History first_history(const Dims& sizes) {
+  History h;
+  h.sizes.resize(sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) h.sizes[i] = {{sizes[i]}, sizes[i], 0, 0};
+  return h;
 }
 
 // Each view's sizes and strides, then each result's sizes.
@@ -238,8 +265,7 @@ void plan_padding(OpCall& call) {
     auto [it, inserted] = g_history.try_emplace(key);
     History& h = it->second;
     if (inserted) {
-      h.values.resize(sizes.size());
-      for (size_t i = 0; i < sizes.size(); ++i) h.values[i] = {sizes[i]};
+      h = first_history(sizes);
       return;
     }
     if (!note_sizes(h, sizes, varied, growing)) return;
@@ -261,6 +287,7 @@ void plan_padding(OpCall& call) {
     for (size_t d = 0; d < rank; ++d) grows_here |= growing[at + d] && view.layout.sizes[d] > 1;
     if (slot < 0 && (roomy_inputs || grows_here) && padded_dims(view.layout.sizes, varied, at, bucket) &&
         !s.buffer && s.set_epoch == 0 && !s.sized_to_bucket && !s.exact_length && covers_whole_storage(view)) {
+      if (std::getenv("DBGPAD")) { fprintf(stderr, "ROOM %s.%s roomy_inputs=%d grows_here=%d sizes=", call.name.c_str(), call.overload.c_str(), (int)roomy_inputs, (int)grows_here); for (auto v: view.layout.sizes) fprintf(stderr, "%ld,", (long)v); fprintf(stderr, "\n"); }
       s.spare_bytes = numel(bucket) * itemsize(view.dtype) - s.nbytes;
       s.sized_to_bucket = true;
       s.grows = true;
@@ -284,7 +311,10 @@ int64_t upload_spare_bytes(DType dtype, const Dims& sizes) {
     std::lock_guard<std::mutex> lock(g_mutex);
     auto [it, inserted] = g_history.try_emplace(cache::fnv1a64(key));
     History& h = it->second;
-    if (inserted) h.values.resize(sizes.size());
+    if (inserted) {
+      h = first_history(sizes);
+      return -1;
+    }
     if (!note_sizes(h, sizes, varied, growing)) return -1;
   }
   if (std::none_of(growing.begin(), growing.end(), [](bool g) { return g; })) return -1;

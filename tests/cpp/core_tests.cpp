@@ -360,6 +360,10 @@ TEST(cache_entry_round_trip_and_damage) {
   program.output_types = {{DType::F32, {2, 3}}, {DType::I64, {}}};
   program.output_storages = {0, 2};
   program.output_dtypes = {DType::F32, DType::BF16};
+  program.quick = std::make_shared<cache::Program::QuickTier>();
+  program.quick->text = "module {}";
+  program.quick->elements_per_run = 6;
+  program.quick->upgrade_after_elements = 1 << 30;
   const std::string key = std::string("prefix\0program", 14);
   const std::string bytes = cache::encode_entry(key, program, "EXECUTABLE");
 
@@ -371,6 +375,9 @@ TEST(cache_entry_round_trip_and_damage) {
          back.parameters[2].source == cache::Program::Parameter::Source::RngState);
   EXPECT(back.output_types == program.output_types);
   EXPECT(back.output_storages == program.output_storages && back.output_dtypes == program.output_dtypes);
+  // A quick program loaded from the disk is upgraded when the one that compiled it would have been.
+  EXPECT(back.quick && back.quick->text == "module {}" && back.quick->elements_per_run == 6 &&
+         back.quick->upgrade_after_elements == 1 << 30);
 
   EXPECT(contains(cache::decode_entry(bytes.substr(0, bytes.size() - 1), key, back, executable), "truncated"));
   EXPECT(contains(cache::decode_entry(bytes.substr(0, 10), key, back, executable), "truncated"));
