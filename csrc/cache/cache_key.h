@@ -11,7 +11,7 @@
 namespace tpu::cache {
 
 // Bump when the entry layout (entry_file.h) or the meaning of the executor's key changes.
-constexpr int kCacheFormatVersion = 3;
+constexpr int kCacheFormatVersion = 2;
 constexpr const char* kLibraryVersion = "torch_tpu-0.1.0";
 
 struct KeyContext {

@@ -87,7 +87,6 @@ std::string encode_entry(const std::string& full_key, const Program& program, co
   put(payload, program.quick ? 1 : 0, 1);
   if (program.quick) {
     put(payload, static_cast<uint64_t>(program.quick->elements_per_run), 8);
-    put(payload, static_cast<uint64_t>(program.quick->upgrade_after_elements), 8);
     put(payload, program.quick->text.size(), 8);
     payload += program.quick->text;
   }
@@ -158,7 +157,6 @@ std::string decode_entry(const std::string& bytes, const std::string& full_key, 
   if (reader.take(1) == 1) {
     decoded.quick = std::make_shared<Program::QuickTier>();
     decoded.quick->elements_per_run = static_cast<int64_t>(reader.take(8));
-    decoded.quick->upgrade_after_elements = static_cast<int64_t>(reader.take(8));
     decoded.quick->text = reader.take_bytes(reader.take(8));
   }
   if (reader.overrun() || !reader.at_end()) return "corrupted (inconsistent sizes)";

@@ -42,7 +42,6 @@ struct Program {
   struct QuickTier {
     std::string text;
     int64_t elements_per_run = 0;
-    int64_t upgrade_after_elements = 0;  // runs must compute this many before the full compile pays
     std::atomic<int64_t> elements_run{0};
     std::atomic<bool> upgrade_scheduled{false};
   };

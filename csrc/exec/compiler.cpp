@@ -17,15 +17,11 @@ namespace tpu::exec {
 
 namespace {
 
-// A quick program is compiled again once its runs have lost about what its full compile will
-// cost: the full compile takes a few times the quick one (measured on XLA:CPU: 2x for a per-op
-// program, 4x for a training step's graph), and the quick code loses a few ns per element it
-// computes. A graph whose quick compile took a second is upgraded only after a few thousand
-// steps' worth of elements: a short script never pays for (nor waits at exit on) a full compile
-// it would not win back.
-constexpr double kFullOverQuickCompile = 4.0;
-constexpr double kSecondsLostPerElement = 4e-9;
-constexpr int64_t kUpgradeElements = int64_t{1} << 23;  // the least: 33 ms lost
+// A quick program is compiled again once its runs have computed this many elements (every value
+// of the program counts): the quick code is slower by a few ns per element at the least (a
+// training step's graph runs 2-3x slower quick), so by then the full compile (20-100 ms for a small
+// program, seconds for a graph) is paid back or soon will be.
+constexpr int64_t kUpgradeElements = int64_t{1} << 23;
 // A per-op program that computes that much in one run would be upgraded after its first: it is
 // compiled fully at once. (A graph is not: its first run may be its only one, a generation step.)
 constexpr int64_t kQuickPerOpElementsLimit = kUpgradeElements;
@@ -164,8 +160,6 @@ void compile_program(cache::Program& program, const std::string& text, int64_t w
     program.quick = std::make_shared<cache::Program::QuickTier>();
     program.quick->text = text;
     program.quick->elements_per_run = elements;
-    program.quick->upgrade_after_elements = std::max<int64_t>(
-        kUpgradeElements, static_cast<int64_t>(seconds * kFullOverQuickCompile / kSecondsLostPerElement));
   }
   bool warn = false;
   {
@@ -203,7 +197,7 @@ void note_run(const std::string& key, const cache::ProgramPtr& program) {
   cache::Program::QuickTier* quick = program->quick.get();
   if (!quick) return;
   int64_t run = quick->elements_run.fetch_add(quick->elements_per_run) + quick->elements_per_run;
-  if (run < quick->upgrade_after_elements || quick->upgrade_scheduled.exchange(true)) return;
+  if (run < kUpgradeElements || quick->upgrade_scheduled.exchange(true)) return;
   Upgrader::get().enqueue(key, program);
 }
 

@@ -5,8 +5,8 @@
 // whose shapes change every iteration (generation) runs once. Once a program's runs have computed
 // enough elements that the slower code costs more than a full compile would, it is compiled again
 // with full optimisation on a background thread and replaces itself in the cache, the way a JIT's
-// tiers work: a training step's graph is upgraded once its steps have lost about what the full
-// compile costs. A per-op program that computes many elements per run is compiled fully at once:
+// tiers work: a training step's graph, which computes millions of elements, is upgraded on its
+// first repeat. A per-op program that computes many elements per run is compiled fully at once:
 // alone in its program, its run time matters from the first run.
 #pragma once
 
