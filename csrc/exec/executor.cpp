@@ -272,16 +272,18 @@ void choose_padding(std::vector<OpCall>& calls, StorageSet& storages, std::strin
 }
 
 // The padded program of `calls` (`padded_key`) failed to build or compile: neither it nor, after
-// a few such failures, the ops whose own padded lowering fails are tried again.
+// a few such failures, the op whose padded lowering fails is tried again. The calls are lowered
+// again in one program, as the failed build did, so that each reads the padded values of the
+// calls before it: the first that throws is the one to blame.
 void decline_failed_padding(std::vector<OpCall>& calls, const StorageSet& storages, const std::string& padded_key) {
   decline_padded_key(padded_key);
+  ProgramBuilder trial(storages);
   for (const OpCall& call : calls) {
-    if (!call.padded) continue;
     try {
-      ProgramBuilder trial(storages);
       trial.lower(call);
     } catch (const std::exception&) {
-      decline_padding(call);
+      if (call.padded) decline_padding(call);
+      break;
     }
   }
   for (OpCall& call : calls) call.padded = false;
@@ -347,8 +349,11 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
   std::string exact_key = key;
   std::vector<int64_t> exact_offsets = offsets;
   // An iteration of a growing loop, or a graph taking operands sized to their buckets, pads at once.
+  // What ran before a loop's first repeating iteration does not: it runs once, and a padded graph
+  // compiles slower (its views are gathers and scatters at runtime offsets).
   bool growing = std::string(reason) == "loop iteration" ||
-                 std::any_of(calls.begin(), calls.end(), [](const OpCall& c) { return takes_growing_operands(c); });
+                 (std::string(reason) != "loop start" &&
+                  std::any_of(calls.begin(), calls.end(), [](const OpCall& c) { return takes_growing_operands(c); }));
   choose_padding(calls, *storages, key, offsets, read_later, growing);
   std::string chosen_key = key;
   std::shared_ptr<Capture> capture;

@@ -29,6 +29,7 @@ struct SizeHistory {
   int64_t last = 0;         // its value at the latest call
   int64_t step = 0;         // from the value first seen before the latest one to that one
   int64_t equal_steps = 0;  // how many new values in a row came by that same step
+  bool grows = false;       // its new values came by one step kGrowingValues times in a row
 };
 
 struct History {
@@ -101,7 +102,9 @@ bool note_sizes(History& h, const Dims& sizes, std::vector<bool>& varied, std::v
     size.last = sizes[i];
     int64_t distinct = static_cast<int64_t>(size.seen.size());
     varied[i] = distinct > 1;
-    growing[i] = (is_new && size.equal_steps + 1 >= kGrowingValues) || distinct >= kAlwaysChanging;
+    size.grows |= size.equal_steps + 1 >= kGrowingValues;
+    // Every call at the newest value grows, not only the first: a loop's body meets it at each layer.
+    growing[i] = (size.grows && sizes[i] == size.seen.back()) || distinct >= kAlwaysChanging;
     any |= varied[i];
   }
   return any;
@@ -111,7 +114,7 @@ bool note_sizes(History& h, const Dims& sizes, std::vector<bool>& varied, std::v
 History first_history(const Dims& sizes) {
   History h;
   h.sizes.resize(sizes.size());
-  for (size_t i = 0; i < sizes.size(); ++i) h.sizes[i] = {{sizes[i]}, sizes[i], 0, 0};
+  for (size_t i = 0; i < sizes.size(); ++i) h.sizes[i] = {{sizes[i]}, sizes[i], 0, 0, false};
   return h;
 }
 
@@ -173,15 +176,88 @@ bool sized_by_storage(const TensorView& view) {
 // (or nothing would be padded). Views sized by their storage keep their exact layout: their dims
 // vary only because sites of the op take weights of different sizes.
 std::shared_ptr<PaddingPlan> make_plan(const OpCall& call, const std::vector<bool>& varied) {
+  // Calls `visit(view, arg, at)` for each operand view in args order (`at`: where its sizes start
+  // in the history), then for each destination (arg -1).
+  auto for_each_placeable = [&](auto&& visit) {
+    size_t at = 0;
+    auto next = [&](const TensorView& view, int32_t arg) {
+      visit(view, arg, at);
+      at += 2 * view.layout.sizes.size();
+    };
+    for (size_t i = 0; i < call.args.size(); ++i) {
+      const auto& arg = call.args[i];
+      if (arg.kind == lowering::Arg::Kind::Tensor) {
+        next(call.inputs[arg.slot], static_cast<int32_t>(i));
+      } else if (arg.kind == lowering::Arg::Kind::TensorList) {
+        for (int32_t slot : arg.slots) {
+          if (slot >= 0) next(call.inputs[slot], static_cast<int32_t>(i));
+        }
+      }
+    }
+    for (size_t i = 0; i < call.outputs.size() && i < call.destinations.size(); ++i) {
+      if (call.destinations[i].storage) next(call.destinations[i], -1);
+    }
+    return at;
+  };
+
+  // The operands must agree: a size that is padded in one operand (its history varied there) is
+  // padded wherever it appears, or a matmul would contract a padded dim with an exact one; a size
+  // that an operand sized by its storage has stays exact everywhere. A result's dim is padded
+  // exactly where it has one of the padded sizes: a dim that varies between the op's sites but
+  // comes from an operand kept exact (a matmul's columns, from its weight) stays exact. Ops that
+  // size their results themselves (cat, a factory) follow their history.
+  Dims padded_sizes, fixed_sizes;
+  for_each_placeable([&](const TensorView& view, int32_t arg, size_t at) {
+    if (arg < 0) return;
+    if (sized_by_storage(view)) {
+      fixed_sizes.insert(fixed_sizes.end(), view.layout.sizes.begin(), view.layout.sizes.end());
+      return;
+    }
+    Dims bucket;
+    uint64_t padded = padded_dims(view.layout.sizes, varied, at, bucket);
+    for (size_t d = 0; d < view.layout.sizes.size() && d < 64; ++d) {
+      if (padded >> d & 1) padded_sizes.push_back(view.layout.sizes[d]);
+    }
+  });
+  auto is_fixed = [&](int64_t size) {
+    return std::find(fixed_sizes.begin(), fixed_sizes.end(), size) != fixed_sizes.end();
+  };
+  padded_sizes.erase(std::remove_if(padded_sizes.begin(), padded_sizes.end(), is_fixed), padded_sizes.end());
+  bool results_follow_operands = !lowering::pads_results_itself(call.name) && !call.inputs.empty();
+  auto pad_shared_sizes = [&](const Dims& sizes, uint64_t& padded, Dims& bucket) {
+    for (size_t d = 0; d < sizes.size() && d < 64; ++d) {
+      if (std::find(padded_sizes.begin(), padded_sizes.end(), sizes[d]) == padded_sizes.end()) continue;
+      padded |= uint64_t{1} << d;
+      bucket[d] = bucket_size(sizes[d]);
+    }
+  };
+  auto dims_of = [&](const Dims& sizes, size_t at, bool result, Dims& bucket) {
+    if (result && results_follow_operands) {
+      bucket = sizes;
+      uint64_t padded = 0;
+      pad_shared_sizes(sizes, padded, bucket);
+      return padded;
+    }
+    uint64_t padded = padded_dims(sizes, varied, at, bucket);
+    if (result) return padded;
+    pad_shared_sizes(sizes, padded, bucket);
+    for (size_t d = 0; d < sizes.size() && d < 64; ++d) {
+      if ((padded >> d & 1) && is_fixed(sizes[d])) {
+        padded &= ~(uint64_t{1} << d);
+        bucket[d] = sizes[d];
+      }
+    }
+    return padded;
+  };
+
   auto plan = std::make_shared<PaddingPlan>();
   std::vector<std::vector<lowering::PaddedOperand>> operands(call.args.size());
   std::vector<int32_t> arg_of_view;
-  size_t at = 0;
   bool any_placed = false;
-  auto place = [&](const TensorView& view, int32_t arg) {
+  size_t at = for_each_placeable([&](const TensorView& view, int32_t arg, size_t at) {
     Dims bucket;
     size_t rank = view.layout.sizes.size();
-    uint64_t padded = padded_dims(view.layout.sizes, varied, at, bucket);
+    uint64_t padded = dims_of(view.layout.sizes, at, arg < 0, bucket);
     bool strides_vary = false;
     for (size_t d = 0; d < rank; ++d) strides_vary |= varied[at + rank + d];
     if (sized_by_storage(view)) {
@@ -189,7 +265,6 @@ std::shared_ptr<PaddingPlan> make_plan(const OpCall& call, const std::vector<boo
       bucket = view.layout.sizes;
       strides_vary = false;
     }
-    at += 2 * rank;
     plan->view_placed.push_back(padded != 0 || strides_vary);
     plan->view_prefix.push_back(is_prefix(view, padded, bucket, arg < 0));
     any_placed |= plan->view_placed.back();
@@ -197,27 +272,17 @@ std::shared_ptr<PaddingPlan> make_plan(const OpCall& call, const std::vector<boo
     plan->view_padded.push_back(padded);
     if (arg >= 0) operands[arg].push_back({static_cast<int64_t>(rank), padded});
     arg_of_view.push_back(arg);
-  };
+  });
   for (size_t i = 0; i < call.args.size(); ++i) {
     const auto& arg = call.args[i];
-    if (arg.kind == lowering::Arg::Kind::Tensor) {
-      place(call.inputs[arg.slot], static_cast<int32_t>(i));
-    } else if (arg.kind == lowering::Arg::Kind::TensorList) {
-      for (int32_t slot : arg.slots) {
-        if (slot >= 0) {
-          place(call.inputs[slot], static_cast<int32_t>(i));
-        } else {
-          operands[i].push_back({0, 0});
-        }
-      }
+    if (arg.kind != lowering::Arg::Kind::TensorList) continue;
+    for (int32_t slot : arg.slots) {
+      if (slot < 0) operands[i].push_back({0, 0});
     }
-  }
-  for (size_t i = 0; i < call.outputs.size() && i < call.destinations.size(); ++i) {
-    if (call.destinations[i].storage) place(call.destinations[i], -1);
   }
   for (const auto& output : call.outputs) {
     Dims bucket;
-    padded_dims(output.dims, varied, at, bucket);
+    dims_of(output.dims, at, /*result=*/true, bucket);
     at += output.dims.size();
     plan->output_dims.push_back(bucket);
   }
@@ -287,7 +352,6 @@ void plan_padding(OpCall& call) {
     for (size_t d = 0; d < rank; ++d) grows_here |= growing[at + d] && view.layout.sizes[d] > 1;
     if (slot < 0 && (roomy_inputs || grows_here) && padded_dims(view.layout.sizes, varied, at, bucket) &&
         !s.buffer && s.set_epoch == 0 && !s.sized_to_bucket && !s.exact_length && covers_whole_storage(view)) {
-      if (std::getenv("DBGPAD")) { fprintf(stderr, "ROOM %s.%s roomy_inputs=%d grows_here=%d sizes=", call.name.c_str(), call.overload.c_str(), (int)roomy_inputs, (int)grows_here); for (auto v: view.layout.sizes) fprintf(stderr, "%ld,", (long)v); fprintf(stderr, "\n"); }
       s.spare_bytes = numel(bucket) * itemsize(view.dtype) - s.nbytes;
       s.sized_to_bucket = true;
       s.grows = true;

@@ -192,4 +192,9 @@ std::optional<std::vector<double>> padding_fills(const std::string& op, const st
   return std::nullopt;
 }
 
+bool pads_results_itself(const std::string& op) {
+  auto it = rules().find(op);
+  return it != rules().end() && it->second == Rule::Cat;
+}
+
 }  // namespace tpu::lowering
