@@ -6,6 +6,8 @@ reuses programs. Padding must never reach a result: each op whose result depends
 positions along the padded dim (a reduction, a softmax, a norm, a sort, an index, a write) is run
 here over a range of sizes and compared with the CPU, in every mode.
 """
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -152,6 +154,51 @@ def test_strict_programs_are_reused_within_a_bucket():
             x = torch.randn(n, 8)
             torch.testing.assert_close(growing_step(x.to("tpu"), w).cpu(), growing_step(x, w.cpu()))
         assert torch_tpu.metrics()["compiles"] == before
+
+
+def test_a_model_whose_shapes_never_change_never_pads(mode):
+    # Layers of several widths make the sizes of one op differ from site to site, and the first
+    # AdamW step meets each weight's size once, one after another: neither is a size that grows.
+    torch.manual_seed(0)
+    widths = [32, 256, 192, 64, 48, 10]
+    layers = [m for a, b in zip(widths, widths[1:]) for m in (torch.nn.Linear(a, b), torch.nn.Tanh())]
+    model = torch.nn.Sequential(*layers)
+    x, y = torch.randn(16, 32), torch.randn(16, 10)
+    losses = {}
+    for device in ("cpu", "tpu"):
+        net = copy.deepcopy(model).to(device)
+        optimizer = torch.optim.AdamW(net.parameters(), lr=1e-2)
+        if device == "tpu":
+            torch_tpu.reset_metrics()
+        losses[device] = []
+        for _ in range(3):
+            loss = F.mse_loss(net(x.to(device)), y.to(device))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses[device].append(loss.item())
+    torch.testing.assert_close(losses["tpu"], losses["cpu"], rtol=1e-4, atol=1e-5)
+    assert torch_tpu.metrics()["padded_launches"] == 0
+
+
+def test_matmuls_of_several_widths_pad_as_the_sequence_grows(mode):
+    # The output columns of x @ w differ between the sites (48, 80, 16) but come from the weights,
+    # which stay exact: only the growing rows pad, and no padded program fails to build.
+    g = torch.Generator().manual_seed(0)
+    w1, w2, w3 = torch.randn(16, 48, generator=g), torch.randn(48, 80, generator=g), torch.randn(80, 16, generator=g)
+    tw = [w.to("tpu") for w in (w1, w2, w3)]
+
+    def step(x, a, b, c):
+        h = torch.tanh(x @ a)
+        return torch.softmax(torch.relu(h @ b) @ c, dim=0).sum(-1)
+
+    torch_tpu.reset_metrics()
+    for n in range(5, 31):
+        x = torch.randn(n, 16, generator=g)
+        torch.testing.assert_close(step(x.to("tpu"), *tw).cpu(), step(x, w1, w2, w3), msg=lambda m: f"length {n}: {m}")
+    m = torch_tpu.metrics()
+    assert m["padding_declined"] == 0, m
+    assert m["padded_launches"] > 0, m
 
 
 GROWING_LOOP = """
