@@ -118,15 +118,14 @@ History first_history(const Dims& sizes) {
   return h;
 }
 
-// Each view's sizes and strides, then each result's sizes.
-Dims sizes_of(const OpCall& call) {
-  Dims sizes;
+// Each view's sizes and strides, then each result's sizes, into `sizes`.
+void sizes_of(const OpCall& call, Dims& sizes) {
+  sizes.clear();
   for_each_view(call, [&](const TensorView& view, int32_t) {
     sizes.insert(sizes.end(), view.layout.sizes.begin(), view.layout.sizes.end());
     sizes.insert(sizes.end(), view.layout.strides.begin(), view.layout.strides.end());
   });
   for (const auto& output : call.outputs) sizes.insert(sizes.end(), output.dims.begin(), output.dims.end());
-  return sizes;
 }
 
 // The dims of `sizes` (starting at `at` in the history) that are padded, and their bucket sizes.
@@ -321,8 +320,10 @@ bool buckets_enabled() {
 void plan_padding(OpCall& call) {
   if (!buckets_enabled()) return;
   uint64_t key = history_key(call);
-  Dims sizes = sizes_of(call);
-  std::vector<bool> varied, growing;
+  // Every op comes here: the buffers are the thread's, not allocated per call.
+  thread_local Dims sizes;
+  thread_local std::vector<bool> varied, growing;
+  sizes_of(call, sizes);
   bool declined = false;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
