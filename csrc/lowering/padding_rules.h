@@ -34,8 +34,8 @@ std::optional<std::vector<double>> padding_fills(const std::string& op, const st
                                                  const std::vector<std::vector<PaddedOperand>>& operands);
 
 // Whether `op` sizes its results itself at padded sizes (cat places its parts at runtime offsets
-// along a padded dim, a factory has no operands), rather than taking each padded dim of a result
-// from an operand's.
+// along a padded dim, so its result's dim is no operand's), rather than taking each padded dim of
+// a result from an operand's.
 bool pads_results_itself(const std::string& op);
 
 }  // namespace tpu::lowering
