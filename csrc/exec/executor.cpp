@@ -348,12 +348,12 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
   };
   std::string exact_key = key;
   std::vector<int64_t> exact_offsets = offsets;
-  // An iteration of a growing loop, or a graph taking operands sized to their buckets, pads at once.
-  // What ran before a loop's first repeating iteration does not: it runs once, and a padded graph
-  // compiles slower (its views are gathers and scatters at runtime offsets).
-  bool growing = std::string(reason) == "loop iteration" ||
-                 (std::string(reason) != "loop start" &&
-                  std::any_of(calls.begin(), calls.end(), [](const OpCall& c) { return takes_growing_operands(c); }));
+  // An iteration of a growing loop pads at once: the next iterations will run its program. Any
+  // other graph pads once its padded key has met a second exact one, even when it takes operands
+  // sized to their buckets: a padded graph compiles several times slower (its views are gathers
+  // and scatters at runtime offsets), which only reuse repays (Llama's generate() in fused mode,
+  // where each decode step's graph differs, took 121 s padding at once against 22 s exact).
+  bool growing = std::string(reason) == "loop iteration";
   choose_padding(calls, *storages, key, offsets, read_later, growing);
   std::string chosen_key = key;
   std::shared_ptr<Capture> capture;
