@@ -10,6 +10,7 @@
 #include "cache/stable_hash.h"
 #include "exec/program_key.h"
 #include "lowering/padding_rules.h"
+#include "lowering/view_access.h"
 
 namespace tpu::exec {
 
@@ -164,6 +165,24 @@ bool is_prefix(const TensorView& view, uint64_t padded, const Dims& bucket, bool
   return !written || numel(view.layout.sizes) * item == s.nbytes;
 }
 
+// The view's strides where they do not vary with the padded sizes (its history's stride
+// positions never varied, for every dim larger than 1 in its bucket) and its bucket lies inside its
+// storage from its offset: it is then accessed as a range. Empty otherwise.
+Dims window_strides(const TensorView& view, const Dims& bucket, const std::vector<bool>& varied, size_t at,
+                    bool written) {
+  size_t rank = view.layout.sizes.size();
+  Dims strides(rank, 0);
+  for (size_t d = 0; d < rank; ++d) {
+    if (bucket[d] == 1) continue;
+    if (varied[at + rank + d]) return {};
+    strides[d] = view.layout.strides[d];
+  }
+  const Storage& s = *view.storage;
+  if (s.buffer && s.dtype != view.dtype) return {};
+  if (!lowering::fits_window(bucket, strides, view.layout.offset, s.length_as(view.dtype), written)) return {};
+  return strides;
+}
+
 // A view that is the whole of a storage whose length is fixed (a weight): its sizes come with the
 // storage's length, which the program's key holds anyway, so padding them brings no reuse.
 bool sized_by_storage(const TensorView& view) {
@@ -174,7 +193,8 @@ bool sized_by_storage(const TensorView& view) {
 // The call's plan at bucket sizes, or null when padding_rules says padding could reach a result
 // (or nothing would be padded). Views sized by their storage keep their exact layout: their dims
 // vary only because sites of the op take weights of different sizes.
-std::shared_ptr<PaddingPlan> make_plan(const OpCall& call, const std::vector<bool>& varied) {
+std::shared_ptr<PaddingPlan> make_plan(const OpCall& call, const std::vector<bool>& varied,
+                                      const std::vector<bool>& growing) {
   // Calls `visit(view, arg, at)` for each operand view in args order (`at`: where its sizes start
   // in the history), then for each destination (arg -1).
   auto for_each_placeable = [&](auto&& visit) {
@@ -199,49 +219,49 @@ std::shared_ptr<PaddingPlan> make_plan(const OpCall& call, const std::vector<boo
     return at;
   };
 
-  // The operands must agree: a size that is padded in one operand (its history varied there) is
-  // padded wherever it appears, or a matmul would contract a padded dim with an exact one; a size
-  // that an operand sized by its storage has stays exact everywhere. A result's dim is padded
-  // exactly where it has one of the padded sizes: a dim that varies between the op's sites but
-  // comes from an operand kept exact (a matmul's columns, from its weight) stays exact. Ops that
-  // size their results themselves (cat, a factory) follow their history.
-  Dims padded_sizes, fixed_sizes;
-  for_each_placeable([&](const TensorView& view, int32_t arg, size_t at) {
-    if (arg < 0) return;
-    if (sized_by_storage(view)) {
+  // A dim pads where its own position in the op's history varied: dims that must agree (an
+  // elementwise op's aligned dims, a contraction's) take the same values at every call, so they
+  // vary together, and a dim that merely equals a padded size at this call (a length that reached
+  // the head width) stays exact. Two exceptions keep the operands consistent with what the op
+  // computes: a size that an operand sized by its storage has stays exact in the others (a
+  // matmul's inner dim, which varies between sites taking weights of different widths, must match
+  // the weight), unless it is a growing size that only met that value; and a result's dim pads
+  // only where it has one of the operands' padded sizes (its columns, from a weight, vary between
+  // sites but are not padded). Ops that size their results themselves (cat, a factory) follow
+  // their history.
+  Dims fixed_sizes;
+  for_each_placeable([&](const TensorView& view, int32_t arg, size_t) {
+    if (arg >= 0 && sized_by_storage(view)) {
       fixed_sizes.insert(fixed_sizes.end(), view.layout.sizes.begin(), view.layout.sizes.end());
-      return;
     }
+  });
+  auto operand_dims = [&](const Dims& sizes, size_t at, Dims& bucket) {
+    uint64_t padded = padded_dims(sizes, varied, at, bucket);
+    for (size_t d = 0; d < sizes.size() && d < 64; ++d) {
+      bool fixed = std::find(fixed_sizes.begin(), fixed_sizes.end(), sizes[d]) != fixed_sizes.end();
+      if ((padded >> d & 1) && fixed && !growing[at + d]) {
+        padded &= ~(uint64_t{1} << d);
+        bucket[d] = sizes[d];
+      }
+    }
+    return padded;
+  };
+  Dims padded_sizes;
+  for_each_placeable([&](const TensorView& view, int32_t arg, size_t at) {
+    if (arg < 0 || sized_by_storage(view)) return;
     Dims bucket;
-    uint64_t padded = padded_dims(view.layout.sizes, varied, at, bucket);
+    uint64_t padded = operand_dims(view.layout.sizes, at, bucket);
     for (size_t d = 0; d < view.layout.sizes.size() && d < 64; ++d) {
       if (padded >> d & 1) padded_sizes.push_back(view.layout.sizes[d]);
     }
   });
-  auto is_fixed = [&](int64_t size) {
-    return std::find(fixed_sizes.begin(), fixed_sizes.end(), size) != fixed_sizes.end();
-  };
-  padded_sizes.erase(std::remove_if(padded_sizes.begin(), padded_sizes.end(), is_fixed), padded_sizes.end());
   bool results_follow_operands = !lowering::pads_results_itself(call.name) && !call.inputs.empty();
-  auto pad_shared_sizes = [&](const Dims& sizes, uint64_t& padded, Dims& bucket) {
-    for (size_t d = 0; d < sizes.size() && d < 64; ++d) {
-      if (std::find(padded_sizes.begin(), padded_sizes.end(), sizes[d]) == padded_sizes.end()) continue;
-      padded |= uint64_t{1} << d;
-      bucket[d] = bucket_size(sizes[d]);
-    }
-  };
   auto dims_of = [&](const Dims& sizes, size_t at, bool result, Dims& bucket) {
-    if (result && results_follow_operands) {
-      bucket = sizes;
-      uint64_t padded = 0;
-      pad_shared_sizes(sizes, padded, bucket);
-      return padded;
-    }
+    if (!result) return operand_dims(sizes, at, bucket);
     uint64_t padded = padded_dims(sizes, varied, at, bucket);
-    if (result) return padded;
-    pad_shared_sizes(sizes, padded, bucket);
+    if (!results_follow_operands) return padded;
     for (size_t d = 0; d < sizes.size() && d < 64; ++d) {
-      if ((padded >> d & 1) && is_fixed(sizes[d])) {
+      if ((padded >> d & 1) && std::find(padded_sizes.begin(), padded_sizes.end(), sizes[d]) == padded_sizes.end()) {
         padded &= ~(uint64_t{1} << d);
         bucket[d] = sizes[d];
       }
@@ -266,6 +286,8 @@ std::shared_ptr<PaddingPlan> make_plan(const OpCall& call, const std::vector<boo
     }
     plan->view_placed.push_back(padded != 0 || strides_vary);
     plan->view_prefix.push_back(is_prefix(view, padded, bucket, arg < 0));
+    plan->view_window_strides.push_back(
+        plan->view_prefix.back() ? Dims{} : window_strides(view, bucket, varied, at, arg < 0));
     any_placed |= plan->view_placed.back();
     plan->view_sizes.push_back(bucket);
     plan->view_padded.push_back(padded);
@@ -317,7 +339,7 @@ bool buckets_enabled() {
   return enabled;
 }
 
-void plan_padding(OpCall& call) {
+void plan_padding(OpCall& call, bool sizes_vary) {
   if (!buckets_enabled()) return;
   uint64_t key = history_key(call);
   // Every op comes here: the buffers are the thread's, not allocated per call.
@@ -350,7 +372,7 @@ void plan_padding(OpCall& call) {
     Storage& s = *view.storage;
     Dims bucket;
     bool grows_here = false;
-    for (size_t d = 0; d < rank; ++d) grows_here |= growing[at + d] && view.layout.sizes[d] > 1;
+    for (size_t d = 0; d < rank; ++d) grows_here |= (growing[at + d] || sizes_vary) && view.layout.sizes[d] > 1;
     if (slot < 0 && (roomy_inputs || grows_here) && padded_dims(view.layout.sizes, varied, at, bucket) &&
         !s.buffer && s.set_epoch == 0 && !s.sized_to_bucket && !s.exact_length && covers_whole_storage(view)) {
       s.spare_bytes = numel(bucket) * itemsize(view.dtype) - s.nbytes;
@@ -360,7 +382,7 @@ void plan_padding(OpCall& call) {
     at += 2 * rank;
   });
   if (declined || call.lowering == nullptr || call.lowering->random) return;
-  call.padding = make_plan(call, varied);
+  call.padding = make_plan(call, varied, growing);
 }
 
 int64_t upload_spare_bytes(DType dtype, const Dims& sizes) {

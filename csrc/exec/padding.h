@@ -24,6 +24,9 @@ struct PaddingPlan {
   // Whether the view is a dense range of its storage padded at its outermost dim only, with room
   // for its bucket after it: then it is read and written as one slice, not element by element.
   std::vector<bool> view_prefix;
+  // Per view: the constant strides it is read and written with as a range of its storage
+  // (lowering::RuntimeLayout::window_strides), or empty.
+  std::vector<Dims> view_window_strides;
   std::vector<Dims> view_sizes;
   std::vector<uint64_t> view_padded;
   std::vector<double> view_fills;
@@ -34,7 +37,9 @@ struct PaddingPlan {
 int64_t bucket_size(int64_t n);
 
 // Notes the call's sizes; fills call.padding, and gives fresh destinations their bucket's room.
-void plan_padding(OpCall& call);
+// `sizes_vary`: the caller knows that the sizes of its varied dims change (a torch.compile graph
+// traced with symbolic sizes), so they count as growing at once.
+void plan_padding(OpCall& call, bool sizes_vary = false);
 
 // Whether some operand was written by an op whose sizes keep growing: the call is part of such a
 // computation (a generation loop), and pads at once.

@@ -105,7 +105,7 @@ void ProgramBuilder::lower(const OpCall& call) {
     size_t index = view_index++;
     if (plan && plan->view_placed[index]) {
       lowering::RuntimeLayout layout{plan->view_sizes[index], plan->view_padded[index], plan->view_prefix[index],
-                                     runtime_number(), {}, {}};
+                                     plan->view_window_strides[index], runtime_number(), {}, {}};
       for (size_t d = 0; d < view.layout.sizes.size(); ++d) layout.runtime_sizes.push_back(runtime_number());
       for (size_t d = 0; d < view.layout.sizes.size(); ++d) layout.strides.push_back(runtime_number());
       (slot >= 0 ? input_view[slot] : destination_view[-1 - slot]) = static_cast<int32_t>(index);

@@ -35,7 +35,9 @@ void append_view(std::string& key, StorageSet& storages, const TensorView& view,
   if (cursor.plan && cursor.plan->view_placed[index]) {
     // Placed by runtime values: the offset, then every dim's size and stride.
     bool forwarded = !cursor.destination && cursor.writes && cursor.writes->forwards(view, cursor.plan->view_sizes[index]);
-    key.push_back(forwarded ? 'w' : cursor.plan->view_prefix[index] ? 'f' : 'p');
+    const Dims& window = cursor.plan->view_window_strides[index];
+    key.push_back(forwarded ? 'w' : cursor.plan->view_prefix[index] ? 'f' : !window.empty() ? 'v' : 'p');
+    if (!forwarded && !window.empty()) append_dims(key, window);
     append_dims(key, cursor.plan->view_sizes[index]);
     append_int(key, static_cast<int64_t>(cursor.plan->view_padded[index]));
     offsets.push_back(view.layout.offset);

@@ -26,6 +26,8 @@ enum class Rule : uint8_t {
   NllLoss,       // (self, target, weight, reduction, ignore_index): targets read as ignore_index
   NllLossGrad,   // (grad, self, target, weight, reduction, ignore_index, total_weight)
   EmbeddingGrad, // (grad, indices, num_weights, padding_idx, scale_grad_by_freq)
+  IndexPutSum,   // (self, indices, values, accumulate, ...): padded indices read as 0 and add
+                 // values that read as 0; only with accumulate, and self keeps its sizes
   Cat,           // (tensors, dim): along a padded dim the lowering places parts at runtime offsets
 };
 
@@ -66,6 +68,9 @@ const std::unordered_map<std::string, Rule>& rules() {
     t["nll_loss_forward"] = Rule::NllLoss;
     t["nll_loss_backward"] = Rule::NllLossGrad;
     t["embedding_dense_backward"] = Rule::EmbeddingGrad;
+    // What PyTorch's decomposition of embedding_dense_backward becomes under torch.compile.
+    t["index_put"] = Rule::IndexPutSum;
+    t["_index_put_impl"] = Rule::IndexPutSum;
     t["cat"] = Rule::Cat;
     return t;
   }();
@@ -185,6 +190,13 @@ std::optional<std::vector<double>> padding_fills(const std::string& op, const st
     case Rule::EmbeddingGrad:
       if (args.size() < 5 || args[4].kind != Arg::Kind::Bool || args[4].b) return std::nullopt;
       fill_tensors(0);
+      return fills;
+    case Rule::IndexPutSum:
+      if (args.size() < 4 || args[3].kind != Arg::Kind::Bool || !args[3].b || mask_of(masks, 0) != 0) {
+        return std::nullopt;
+      }
+      fills[1] = 0;
+      fills[2] = 0;
       return fills;
     case Rule::Cat:
       return fills;

@@ -278,9 +278,25 @@ Value padding_mask(Builder& b, const RuntimeLayout& layout) {
   return real;
 }
 
+bool fits_window(const Dims& bucket, const Dims& strides, int64_t offset, int64_t base_length, bool written) {
+  ViewLayout window{bucket, strides, 0};
+  Placement p = place(window);
+  for (int64_t stride : strides) {
+    if (stride < 0) return false;
+  }
+  if (!(p.dense || p.strided) || (written && p.broadcasts)) return false;
+  return offset >= 0 && offset + span(window) <= base_length;
+}
+
 Value read_padded_view(Builder& b, Value base, const RuntimeLayout& layout, double fill) {
   TensorType view_type{b.dtype(base), layout.sizes};
   if (numel(layout.sizes) == 0 || b.dims(base)[0] == 0) return b.zeros(view_type);
+  if (!layout.window_strides.empty()) {
+    Value value = read_view(b, base, {layout.sizes, layout.window_strides, 0}, layout.offset);
+    if (std::isnan(fill)) return value;
+    Value real = padding_mask(b, layout);
+    return real.valid() ? b.select(real, value, b.full(fill, view_type)) : value;
+  }
   if (layout.prefix) {
     Value value = b.reshape(b.dynamic_slice(base, {layout.offset}, {numel(layout.sizes)}), layout.sizes);
     if (std::isnan(fill)) return value;
@@ -302,6 +318,13 @@ Value read_padded_view(Builder& b, Value base, const RuntimeLayout& layout, doub
 Value write_padded_view(Builder& b, Value base, Value update, const RuntimeLayout& layout) {
   if (numel(layout.sizes) == 0) return base;
   if (layout.prefix) return b.dynamic_update_slice(base, b.reshape(update, {numel(layout.sizes)}), {layout.offset});
+  if (!layout.window_strides.empty()) {
+    // The padding positions keep what the base holds there: they may be another view's elements.
+    ViewLayout window{layout.sizes, layout.window_strides, 0};
+    Value real = padding_mask(b, layout);
+    if (real.valid()) update = b.select(real, update, read_view(b, base, window, layout.offset));
+    return write_view(b, base, update, window, layout.offset);
+  }
   auto [index, real] = padded_indices(b, layout);
   // Scatter skips updates whose index lies outside the operand: where the padding goes.
   int64_t length = b.dims(base)[0];

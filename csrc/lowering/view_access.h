@@ -45,10 +45,18 @@ struct RuntimeLayout {
   // A dense range padded at its outermost dim only, with room for the bucket after it in the
   // base: a slice of it, and written back as one (the padding lands in the room).
   bool prefix = false;
+  // Non-empty: the strides of every dim whose bucket size exceeds 1 are these constants (0 for the
+  // others), and the view at its bucket's sizes lies inside the base from any offset the program
+  // runs at: it is read and written as a (strided) range of the base, not element by element.
+  Dims window_strides;
   hlo::Value offset;    // these: rank-0 i64 values
   std::vector<hlo::Value> runtime_sizes;
   std::vector<hlo::Value> strides;
 };
+
+// Whether a view of `base_length` elements' base at `bucket` sizes with constant `strides` (0 for
+// dims of size 1) from `offset` can be accessed as a range (RuntimeLayout::window_strides).
+bool fits_window(const Dims& bucket, const Dims& strides, int64_t offset, int64_t base_length, bool written);
 
 // The view at its bucket's sizes; padding reads as `fill` (NaN: whatever the storage holds there).
 hlo::Value read_padded_view(hlo::Builder& b, hlo::Value base, const RuntimeLayout& layout, double fill);
