@@ -313,24 +313,42 @@ def test_new_static_shape_compiles_once_then_hits_cache(mode):
     assert counters["graph_replays"] == 2
 
 
-def test_dynamic_shapes_compile_a_bounded_number_of_programs(mode):
-    compiled = torch.compile(lambda t: t.softmax(-1) * t.shape[0], backend="tpu", dynamic=True,
-                             options={"max_shapes_per_graph": 3})
+def test_dynamic_shapes_compile_one_program_per_size_bucket(mode):
+    # A decode-style loop: the sequence grows by one each call. Sizes of one power-of-two bucket
+    # share a padded program, so 2..33 rows compile about one program per bucket, not per size.
+    compiled = torch.compile(lambda t: t.softmax(-1) * t.shape[0] + t.sum(0), backend="tpu", dynamic=True)
     torch_tpu.reset_metrics()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for rows in range(2, 9):
-            x = torch.randn(rows, 5)
-            torch.testing.assert_close(compiled(x.to("tpu")).cpu(), x.softmax(-1) * rows)
+    columns = {"debug": 5, "strict": 6, "defer_and_fuse": 7}[mode]  # no program from another mode's run
+    for rows in range(2, 34):
+        x = torch.randn(rows, columns)
+        torch.testing.assert_close(compiled(x.to("tpu")).cpu(), x.softmax(-1) * rows + x.sum(0))
     counters = torch_tpu.metrics()
     assert counters["compiled_graphs"] == 1  # one symbolic graph serves every size
-    assert counters["compiled_graph_shape_overflows"] == 4
-    assert sum("different input shapes" in str(w.message) for w in caught) == 1
+    assert counters["compiles_compiled_graph"] <= 6  # buckets 2, 4, 8, 16, 32, 64
+    assert counters["compiled_graph_program_overflows"] == 0
     # A size seen before runs its captured program again, with its own numbers (t.shape[0]).
     for rows in (3, 2):
-        x = torch.randn(rows, 5)
-        torch.testing.assert_close(compiled(x.to("tpu")).cpu(), x.softmax(-1) * rows)
+        x = torch.randn(rows, columns)
+        torch.testing.assert_close(compiled(x.to("tpu")).cpu(), x.softmax(-1) * rows + x.sum(0))
     assert torch_tpu.metrics()["graph_replays"] == counters["graph_replays"] + 2
+
+
+def test_a_graph_that_keeps_compiling_runs_op_by_op_past_its_bound(mode):
+    # A sort along the changing dim cannot pad: every size is a program of its own, until the
+    # bound, after which new sizes run op by op (warned once), still equal to the CPU's.
+    compiled = torch.compile(lambda t: t.sort(-1).values * t.shape[-1], backend="tpu", dynamic=True,
+                             options={"max_programs_per_graph": 3})
+    torch_tpu.reset_metrics()
+    rows = {"debug": 3, "strict": 4, "defer_and_fuse": 5}[mode]  # no program from another mode's run
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for columns in range(2, 9):
+            x = torch.randn(rows, columns)
+            torch.testing.assert_close(compiled(x.to("tpu")).cpu(), x.sort(-1).values * columns)
+    counters = torch_tpu.metrics()
+    assert counters["compiles_compiled_graph"] == 3
+    assert counters["compiled_graph_program_overflows"] == 4
+    assert sum("XLA programs for the input sizes" in str(w.message) for w in caught) == 1
 
 
 def test_compile_failure_names_the_fx_node_and_writes_the_program(tmp_path):

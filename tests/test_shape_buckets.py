@@ -119,6 +119,48 @@ def test_in_place_writes_over_a_padded_dim_match_cpu(mode):
     same_over_lengths(write, lambda n: seeded(n, (3, n)))
 
 
+def test_strided_views_of_a_wider_storage_keep_their_neighbours(mode):
+    # Views whose strides do not change with the padded size are read and written as strided
+    # ranges: a write's padding must not land on the columns beside it.
+    def write_columns(buf, x):
+        out = buf.clone()
+        out[:, :4] = x * 2
+        out[:, 8:].add_(out[:, 4:8])
+        q, k, v = out.split(4, dim=-1)
+        return out, (q * k).sum(-1) + v.mean(-1)
+
+    same_over_lengths(write_columns, lambda n: seeded(n, (n, 12), (n, 4)))
+
+
+def test_index_put_accumulating_over_a_padded_index_matches_cpu(mode):
+    def accumulate(index, values):
+        return torch.zeros(7, 3).to(values.device).index_put_((index,), values, accumulate=True)
+
+    def inputs(n):
+        g = torch.Generator().manual_seed(n)
+        return [torch.randint(0, 7, (n,), generator=g), torch.randn(n, 3, generator=g)]
+
+    same_over_lengths(accumulate, inputs)
+
+
+def test_compiled_attention_over_growing_lengths_compiles_per_bucket(mode):
+    def attend(x, w):
+        q, k, v = (x @ w).split(4, dim=-1)
+        q, k, v = (z.view(1, z.shape[0], 2, 2).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return y.transpose(1, 2).reshape(-1, 4).softmax(0)
+
+    compiled = torch.compile(attend, backend="tpu", dynamic=True)
+    w = torch.randn(4, 12, generator=torch.Generator().manual_seed(0))
+    torch_tpu.reset_metrics()
+    lengths = range(3 + {"debug": 0, "strict": 1, "defer_and_fuse": 2}[mode], 34, 3)  # no other mode's programs
+    for n in lengths:
+        x = seeded(n, (n, 4))[0]
+        torch.testing.assert_close(compiled(x.to("tpu"), w.to("tpu")).cpu(), attend(x, w), msg=f"length {n}")
+    # One exact program for the first length, then one per bucket (4, 8, 16, 32, 64).
+    assert torch_tpu.metrics()["compiles_compiled_graph"] <= 6
+
+
 def test_index_select_with_a_padded_index_matches_cpu(mode):
     table = torch.randn(9, 3, generator=torch.Generator().manual_seed(3))
 

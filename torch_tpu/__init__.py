@@ -85,7 +85,8 @@ def metrics():
     quick_compiles, per_op_compile_median_ms, compile_upgrades and compile_upgrade_seconds (the
     background full compiles of quick programs), slow_compiles; and of torch.compile(backend="tpu"):
     compiled_graphs (FX graphs handed to the backend: forward, backward and inference graphs
-    count separately), compiled_graph_calls, compiled_graph_shape_overflows."""
+    count separately), compiled_graph_calls, compiled_graph_program_overflows (calls run op by op because their graph
+    had compiled max_programs_per_graph programs)."""
     from . import dynamo_backend
     values = dict(_C._metrics())
     values.update({"compiled_" + k.replace("graphs_compiled", "graphs"): v

@@ -88,14 +88,14 @@ std::shared_ptr<GraphReplay> GraphReplay::bind(std::shared_ptr<exec::Capture> ca
       if (layout.same_as_input < 0 && input != input_of_storage.end()) {
         layout.storage_of_input = input->second;
       } else if (layout.same_as_input < 0) {
-        auto [it, inserted] = fresh_of_storage.emplace(storage, static_cast<int>(replay->fresh_nbytes_.size()));
+        auto [it, inserted] = fresh_of_storage.emplace(storage, static_cast<int>(replay->fresh_.size()));
         if (inserted) {
           auto s = capture_index.find(storage);
           // A returned storage the program neither wrote nor created would come back empty.
           if (s != capture_index.end() && !(written[s->second] && !capture->states[s->second].had_buffer)) {
             return fail("an output's storage is neither an argument's nor written by the program");
           }
-          replay->fresh_nbytes_.push_back(storage->nbytes);
+          replay->fresh_.push_back({storage->nbytes, exec::room_of(*storage)});
         }
         layout.fresh_storage = it->second;
       }
@@ -156,10 +156,11 @@ std::optional<GraphReplay::Tensors> GraphReplay::run(const Tensors& inputs) cons
   if (!matches(inputs)) return std::nullopt;
   int device = capture_->device;
   std::vector<c10::Storage> fresh;
-  fresh.reserve(fresh_nbytes_.size());
-  for (int64_t nbytes : fresh_nbytes_) {
-    fresh.emplace_back(c10::Storage::use_byte_size_t(), nbytes, allocate_on(nbytes, device), allocator(),
+  fresh.reserve(fresh_.size());
+  for (const FreshStorage& spec : fresh_) {
+    fresh.emplace_back(c10::Storage::use_byte_size_t(), spec.nbytes, allocate_on(spec.nbytes, device), allocator(),
                        /*resizable=*/true);
+    exec::give_room(*storage_of(fresh.back()), spec.room);
   }
   std::vector<at::Tensor> flags;
   for (size_t i = 0; i < check_ops_.size(); ++i) {

@@ -60,7 +60,11 @@ class GraphReplay {
   std::vector<InputLayout> inputs_;
   std::vector<OutputLayout> outputs_;
   std::vector<StorageRole> roles_;
-  std::vector<int64_t> fresh_nbytes_;
+  struct FreshStorage {
+    int64_t nbytes = 0;
+    exec::StorageRoom room;  // a padded program's result is as long as its bucket
+  };
+  std::vector<FreshStorage> fresh_;
   std::vector<std::string> check_ops_;  // per error flag the program writes, the op it checks
 };
 

@@ -16,9 +16,7 @@ void copy_view(const TensorView& src, const TensorView& dst) {
       auto moved = std::make_shared<Storage>();
       moved->device = dst.storage->device;
       moved->nbytes = src.storage->nbytes;
-      moved->spare_bytes = src.storage->spare_bytes;
-      moved->sized_to_bucket = src.storage->sized_to_bucket;
-      moved->grows = src.storage->grows;
+      give_room(*moved, room_of(*src.storage));
       moved->dtype = src.storage->dtype;
       moved->buffer = runtime::Client::get().copy_to_device(*src.storage->buffer, dst.storage->device);
       source.storage = moved;

@@ -210,6 +210,7 @@ bool settle_locked(Lock& lock, const std::vector<const Storage*>& storages, cons
 // The graph torch.compile is capturing on this thread (see begin_capture).
 struct CaptureState {
   bool active = false;
+  bool sizes_vary = false;
   int64_t flushes_at_begin = 0;
   bool flushed_here = false;
   std::shared_ptr<Capture> result;
@@ -348,12 +349,13 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
   };
   std::string exact_key = key;
   std::vector<int64_t> exact_offsets = offsets;
-  // An iteration of a growing loop pads at once: the next iterations will run its program. Any
+  // An iteration of a growing loop pads at once: the next iterations will run its program; so does
+  // a torch.compile graph traced with symbolic sizes, whose next calls bring other sizes. Any
   // other graph pads once its padded key has met a second exact one, even when it takes operands
   // sized to their buckets: a padded graph compiles several times slower (its views are gathers
   // and scatters at runtime offsets), which only reuse repays (Llama's generate() in fused mode,
   // where each decode step's graph differs, took 121 s padding at once against 22 s exact).
-  bool growing = std::string(reason) == "loop iteration";
+  bool growing = std::string(reason) == "loop iteration" || (t_capture.active && t_capture.sizes_vary);
   choose_padding(calls, *storages, key, offsets, read_later, growing);
   std::string chosen_key = key;
   std::shared_ptr<Capture> capture;
@@ -434,8 +436,7 @@ void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call)
     graph.epoch = g_next_epoch++;
     graph.storages = std::make_unique<StorageSet>();
   }
-  // A torch.compile capture is replayed on storages of its own exact lengths: it never pads.
-  if (!t_capture.active) plan_padding(call);
+  plan_padding(call, t_capture.active && t_capture.sizes_vary);
   size_t start = graph.key.size();
   size_t offsets_start = graph.offsets.size();
   append_call_key(graph.key, call, *graph.storages, graph.offsets);
@@ -613,12 +614,13 @@ bool idle(int device) {
   return device_idle(device);
 }
 
-void begin_capture() {
+void begin_capture(bool sizes_vary) {
   std::shared_ptr<Lane> lane = current_lane();
   Lock lock(g_mutex);
   flush_lane_locked(lock, lane, "graph capture");
   t_capture = CaptureState{};
   t_capture.active = true;
+  t_capture.sizes_vary = sizes_vary;
   t_capture.flushes_at_begin = lane->flushes;
 }
 
@@ -632,6 +634,54 @@ std::shared_ptr<Capture> end_capture() {
   // bound, another thread's flush) split it, and no single program replays it.
   if (!state.active || lane->flushes != state.flushes_at_begin + 1) return nullptr;
   return state.result;
+}
+
+StorageRoom room_of(const Storage& storage) { return {storage.spare_bytes, storage.sized_to_bucket, storage.grows}; }
+
+void give_room(Storage& storage, const StorageRoom& room) {
+  storage.spare_bytes = room.spare_bytes;
+  storage.sized_to_bucket = room.sized_to_bucket;
+  storage.grows = room.grows;
+}
+
+void extend_to_bucket(const StoragePtr& storage, int64_t bucket_bytes) {
+  {
+    Lock lock(g_mutex);
+    if (storage->sized_to_bucket || storage->exact_length || bucket_bytes < storage->nbytes) return;
+    if (bucket_bytes == storage->nbytes) {  // a full bucket: no room to add
+      storage->sized_to_bucket = true;
+      return;
+    }
+  }
+  materialize(*storage);
+  DType dtype;
+  int64_t spare_bytes;
+  {
+    Lock lock(g_mutex);
+    if (!storage->buffer || storage->sized_to_bucket || storage->exact_length) return;
+    dtype = storage->dtype;
+    spare_bytes = bucket_bytes - storage->nbytes;
+    if (spare_bytes <= 0 || storage->nbytes % itemsize(dtype) != 0) return;
+  }
+  auto roomy = std::make_shared<Storage>();
+  roomy->device = storage->device;
+  roomy->nbytes = storage->nbytes;
+  give_room(*roomy, {spare_bytes, /*sized_to_bucket=*/true, /*grows=*/false});
+  Dims length{storage->nbytes / itemsize(dtype)};
+  int caller_mode = swap_thread_mode(static_cast<int>(Mode::Strict));
+  try {
+    copy_view({storage, dtype, lowering::dense_layout(length)}, {roomy, dtype, lowering::dense_layout(length)});
+  } catch (...) {
+    swap_thread_mode(caller_mode);
+    throw;
+  }
+  swap_thread_mode(caller_mode);
+  materialize(*roomy);
+  Lock lock(g_mutex);
+  // Another thread gave it room first, or recorded a graph whose key holds its old length.
+  if (storage->sized_to_bucket || !roomy->buffer || g_pending.count(storage->graph_epoch)) return;
+  storage->buffer = roomy->buffer;
+  give_room(*storage, room_of(*roomy));
 }
 
 bool replay(const Capture& capture, const std::vector<StoragePtr>& storages) {

@@ -76,6 +76,21 @@ struct Storage {
 };
 using StoragePtr = std::shared_ptr<Storage>;
 
+// A storage's room past its bytes (exec/padding.h). A storage that stands in for another (a copy
+// on another device, a replayed graph's fresh output) gets the same room, so that the programs
+// built for the other take it.
+struct StorageRoom {
+  int64_t spare_bytes = 0;
+  bool sized_to_bucket = false;
+  bool grows = false;
+};
+StorageRoom room_of(const Storage& storage);
+void give_room(Storage& storage, const StorageRoom& room);  // before its buffer exists
+// Moves a dense value without room (an upload of exact length) into a buffer of its bucket's
+// `bucket_bytes`, so that the padded programs of that bucket take it: a device copy,
+// whose small program is compiled per length, in place of a padded graph compiled per length.
+void extend_to_bucket(const StoragePtr& storage, int64_t bucket_bytes);
+
 struct TensorView {
   StoragePtr storage;
   DType dtype = DType::F32;
@@ -177,8 +192,9 @@ struct Capture {
   int device = 0;
   std::string blame;  // the graph's last op, for error messages
 };
-// Flushes, then captures the next graph this thread records.
-void begin_capture();
+// Flushes, then captures the next graph this thread records. `sizes_vary`: the graph was traced
+// with symbolic sizes, so its program pads to its sizes' buckets at once (exec/padding.h).
+void begin_capture(bool sizes_vary);
 // Flushes; the captured graph, or null when it cannot be replayed.
 std::shared_ptr<Capture> end_capture();
 // Runs the captured program with `storages[i]` in place of `capture.storages[i]` (null for a

@@ -3,6 +3,8 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "aten/graph_replay.h"
+#include "aten/tpu_tensor.h"
+#include "exec/padding.h"
 
 namespace py = pybind11;
 
@@ -16,9 +18,27 @@ void register_compile_bindings(py::module& m) {
         return replay.run(inputs);
       });
   m.def("_swap_thread_mode", [](int mode) { return tpu::exec::swap_thread_mode(mode); });
-  m.def("_begin_capture", [] {
+  m.def("_begin_capture", [](bool sizes_vary) {
     py::gil_scoped_release no_gil;
-    tpu::exec::begin_capture();
+    tpu::exec::begin_capture(sizes_vary);
+  });
+  // A graph traced with symbolic sizes pads to their buckets: an argument that covers a storage of
+  // exact length moves into one with its bucket's room (`dims`: its symbolic dims), so that every
+  // size of the bucket runs the same program.
+  m.def("_extend_to_bucket", [](const at::Tensor& tensor, const std::vector<int64_t>& dims) {
+    if (tensor.device().type() != c10::DeviceType::PrivateUse1 || !tensor.is_contiguous() ||
+        tensor.storage_offset() != 0 || tensor.numel() == 0) {
+      return;
+    }
+    auto storage = tpu::aten::storage_of(tensor);
+    if (static_cast<int64_t>(tensor.nbytes()) != storage->nbytes) return;
+    int64_t bucket = static_cast<int64_t>(tensor.element_size());
+    for (int64_t d = 0; d < tensor.dim(); ++d) {
+      bool symbolic = std::find(dims.begin(), dims.end(), d) != dims.end();
+      bucket *= symbolic ? tpu::exec::bucket_size(tensor.size(d)) : tensor.size(d);
+    }
+    py::gil_scoped_release no_gil;
+    tpu::exec::extend_to_bucket(storage, bucket);
   });
   m.def("_end_capture", [](const GraphReplay::Tensors& inputs, const GraphReplay::Tensors& outputs) {
     std::shared_ptr<tpu::exec::Capture> capture;
