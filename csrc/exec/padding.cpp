@@ -223,23 +223,26 @@ std::shared_ptr<PaddingPlan> make_plan(const OpCall& call, const std::vector<boo
   // elementwise op's aligned dims, a contraction's) take the same values at every call, so they
   // vary together, and a dim that merely equals a padded size at this call (a length that reached
   // the head width) stays exact. Two exceptions keep the operands consistent with what the op
-  // computes: a size that an operand sized by its storage has stays exact in the others (a
+  // computes. A size that an operand sized by its storage has stays exact in the others: a
   // matmul's inner dim, which varies between sites taking weights of different widths, must match
-  // the weight), unless it is a growing size that only met that value; and a result's dim pads
-  // only where it has one of the operands' padded sizes (its columns, from a weight, vary between
-  // sites but are not padded). Ops that size their results themselves (cat, a factory) follow
-  // their history.
-  Dims fixed_sizes;
-  for_each_placeable([&](const TensorView& view, int32_t arg, size_t) {
-    if (arg >= 0 && sized_by_storage(view)) {
-      fixed_sizes.insert(fixed_sizes.end(), view.layout.sizes.begin(), view.layout.sizes.end());
+  // the weight, and an intermediate without room holds the growing size at its own exact length;
+  // only a growing size that met a weight's constant width by chance still pads. And a result's
+  // dim pads only where it has one of the operands' padded sizes (its columns, from a weight, vary
+  // between sites but are not padded). Ops that size their results themselves (cat, a factory)
+  // follow their history.
+  Dims fixed_varying, fixed_constant;
+  for_each_placeable([&](const TensorView& view, int32_t arg, size_t at) {
+    if (arg < 0 || !sized_by_storage(view)) return;
+    for (size_t d = 0; d < view.layout.sizes.size(); ++d) {
+      (varied[at + d] ? fixed_varying : fixed_constant).push_back(view.layout.sizes[d]);
     }
   });
+  auto has = [](const Dims& sizes, int64_t size) { return std::find(sizes.begin(), sizes.end(), size) != sizes.end(); };
   auto operand_dims = [&](const Dims& sizes, size_t at, Dims& bucket) {
     uint64_t padded = padded_dims(sizes, varied, at, bucket);
     for (size_t d = 0; d < sizes.size() && d < 64; ++d) {
-      bool fixed = std::find(fixed_sizes.begin(), fixed_sizes.end(), sizes[d]) != fixed_sizes.end();
-      if ((padded >> d & 1) && fixed && !growing[at + d]) {
+      bool fixed = has(fixed_varying, sizes[d]) || (has(fixed_constant, sizes[d]) && !growing[at + d]);
+      if ((padded >> d & 1) && fixed) {
         padded &= ~(uint64_t{1} << d);
         bucket[d] = sizes[d];
       }
@@ -261,7 +264,7 @@ std::shared_ptr<PaddingPlan> make_plan(const OpCall& call, const std::vector<boo
     uint64_t padded = padded_dims(sizes, varied, at, bucket);
     if (!results_follow_operands) return padded;
     for (size_t d = 0; d < sizes.size() && d < 64; ++d) {
-      if ((padded >> d & 1) && std::find(padded_sizes.begin(), padded_sizes.end(), sizes[d]) == padded_sizes.end()) {
+      if ((padded >> d & 1) && !has(padded_sizes, sizes[d])) {
         padded &= ~(uint64_t{1} << d);
         bucket[d] = sizes[d];
       }
