@@ -6,12 +6,15 @@ each figure is taken in a fresh process with its own empty cache directory:
 
 - first_step_s: one training step (forward, cross-entropy, backward, AdamW step, loss.item())
   in strict, defer_and_fuse and compiled (torch.compile(model, backend="tpu")), and on the CPU in
-  PyTorch's eager mode for reference;
+  PyTorch's eager mode for reference, and compiled there with backend="aot_eager" (cpu_compiled:
+  Dynamo's and AOTAutograd's tracing with no XLA at all, the floor under the compiled column);
 - generate_64_s: greedy generation of 64 new tokens from an 8-token prompt (the GPT crops its
-  context to the block; Llama uses generate()), in each mode and with a compiled forward, and
-  whether the tokens equal the CPU's;
+  context to the block; Llama uses generate()), in each mode and with a compiled forward (and its
+  cpu_compiled floor), and whether the tokens equal the CPU's;
 - programs_for_32_lengths: a training loop over 32 sequence lengths (8, 16, ..., 256; the GPT's
-  block is 256 there), the programs compiled in each mode, next to the count for one length;
+  block is 256 there), the programs compiled in each mode, next to the count for one length
+  (compiled_graph_programs: of those, the compiled mode's whole-graph programs, the rest being
+  its eager optimizer step's per-op programs);
 - median_per_op_compile_ms: the median compile of a per-op program in the strict first step.
 
     python benchmarks/compile_latency.py [--models gpt,llama] [--only first_step,generate,lengths]
@@ -26,6 +29,7 @@ import sys
 import tempfile
 
 MODES = ["strict", "defer_and_fuse", "compiled"]
+CPU_MODES = ["cpu", "cpu_compiled"]  # PyTorch's own eager, and compiled with aot_eager
 
 CHILD = r"""
 import json, sys, time
@@ -34,7 +38,8 @@ import torch.nn.functional as F
 import torch_tpu
 
 model_name, scenario, mode = sys.argv[1], sys.argv[2], sys.argv[3]
-device = "cpu" if mode == "cpu" else "tpu"
+device = "cpu" if mode.startswith("cpu") else "tpu"
+compile_backend = "aot_eager" if mode == "cpu_compiled" else "tpu"
 if device == "tpu":
     torch_tpu.set_eager_mode("strict" if mode == "compiled" else mode)
     torch_tpu.set_fallback_warnings(False)
@@ -99,9 +104,9 @@ def train_step(model, forward, optimizer, idx):
 
 
 def forward_of(model):
-    if mode != "compiled":
+    if mode not in ("compiled", "cpu_compiled"):
         return lambda idx: logits_of(model, idx)
-    compiled = torch.compile(model, backend="tpu")
+    compiled = torch.compile(model, backend=compile_backend)
     return lambda idx: logits_of(compiled, idx)
 
 
@@ -109,7 +114,8 @@ def counters():
     if device == "cpu":
         return {}
     m = torch_tpu.metrics()
-    return {"programs": m["compiles"], "compile_s": round(m["compile_seconds"], 3),
+    return {"programs": m["compiles"], "compiled_graph_programs": m["compiles_compiled_graph"],
+            "compile_s": round(m["compile_seconds"], 3),
             "per_op_compile_median_ms": round(m["per_op_compile_median_ms"], 2),
             "slow_compiles": m["slow_compiles"]}
 
@@ -136,8 +142,8 @@ elif scenario == "generate":
                 logits = forward(idx[:, -model.block_size:])
                 idx = torch.cat([idx, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
         else:
-            if mode == "compiled":
-                model.forward = torch.compile(model.forward, backend="tpu")
+            if mode in ("compiled", "cpu_compiled"):
+                model.forward = torch.compile(model.forward, backend=compile_backend)
             idx = model.generate(prompt.to(device), max_new_tokens=64, min_new_tokens=64, do_sample=False,
                                  pad_token_id=0)
         tokens = idx.cpu()[0, 8:].tolist()
@@ -188,20 +194,20 @@ def main():
     for model in args.models.split(","):
         out = figures[model] = {}
         if "first_step" in scenarios:
-            cells = {mode: run_child(model, "first_step", mode, args.timeout) for mode in MODES + ["cpu"]}
+            cells = {mode: run_child(model, "first_step", mode, args.timeout) for mode in MODES + CPU_MODES}
             out["first_step_s"] = {mode: round(c["seconds"], 2) if "seconds" in c else c.get("error")
                                    for mode, c in cells.items()}
-            out["first_step_programs"] = {mode: c.get("programs") for mode, c in cells.items() if mode != "cpu"}
+            out["first_step_programs"] = {mode: c.get("programs") for mode, c in cells.items() if mode in MODES}
             out["median_per_op_compile_ms"] = cells["strict"].get("per_op_compile_median_ms")
             out["first_step_loss_matches_cpu"] = {
                 mode: abs(c.get("loss", float("nan")) - cells["cpu"].get("loss", float("nan"))) < 1e-3
                 for mode, c in cells.items() if mode != "cpu"}
             out["xla_slow_compile_alarm"] = any(c.get("xla_slow_compile_alarm") for c in cells.values())
         if "generate" in scenarios:
-            cells = {mode: run_child(model, "generate", mode, args.timeout) for mode in MODES + ["cpu"]}
+            cells = {mode: run_child(model, "generate", mode, args.timeout) for mode in MODES + CPU_MODES}
             out["generate_64_s"] = {mode: round(c["seconds"], 2) if "seconds" in c else c.get("error")
                                     for mode, c in cells.items()}
-            out["generate_64_programs"] = {mode: c.get("programs") for mode, c in cells.items() if mode != "cpu"}
+            out["generate_64_programs"] = {mode: c.get("programs") for mode, c in cells.items() if mode in MODES}
             out["generate_tokens_match_cpu"] = {mode: c.get("tokens") == cells["cpu"].get("tokens")
                                                 for mode, c in cells.items() if mode != "cpu"}
             out["xla_slow_compile_alarm"] = out.get("xla_slow_compile_alarm", False) or any(
@@ -211,6 +217,8 @@ def main():
             one = {mode: run_child(model, "one_length", mode, args.timeout) for mode in MODES}
             out["programs_for_32_lengths"] = {mode: c.get("programs", c.get("error")) for mode, c in many.items()}
             out["programs_for_one_length"] = {mode: c.get("programs", c.get("error")) for mode, c in one.items()}
+            out["compiled_graph_programs_for_32_lengths"] = many["compiled"].get("compiled_graph_programs")
+            out["compiled_graph_programs_for_one_length"] = one["compiled"].get("compiled_graph_programs")
             out["seconds_for_32_lengths"] = {mode: round(c["seconds"], 2) if "seconds" in c else None
                                              for mode, c in many.items()}
         print(model, json.dumps(out), flush=True)
