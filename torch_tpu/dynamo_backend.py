@@ -10,9 +10,9 @@ this process or the next.
 
 Shapes: a graph Dynamo traced with static sizes is one XLA program. A graph traced with symbolic
 sizes (dynamic=True, mark_dynamic, or Dynamo's automatic dynamic shapes) runs each new size
-through the recording path again, with its program padded to its sizes' buckets (powers of two,
-exec/padding.h) from the first call: every size of a bucket runs the same program, so a decode
-loop over n tokens compiles O(log n) programs. A graph whose calls still compile new programs
+through the recording path again; its first call is exact, and from the second its program pads
+the sizes that changed to their buckets (powers of two, exec/padding.h): every size of a bucket
+runs the same program, so a decode loop over n tokens compiles O(log n) programs. A graph whose calls still compile new programs
 after `max_programs_per_graph` of them (default 32, option or TORCH_TPU_MAX_PROGRAMS_PER_GRAPH;
 sizes that cannot pad, such as an op whose padding would reach a result) runs further new sizes
 op by op in strict mode, whose per-op programs are small and shared by every caller, with one
