@@ -350,7 +350,7 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
   std::string exact_key = key;
   std::vector<int64_t> exact_offsets = offsets;
   // An iteration of a growing loop pads at once: the next iterations will run its program; so does
-  // a torch.compile graph traced with symbolic sizes, whose next calls bring other sizes. Any
+  // a torch.compile graph whose symbolic sizes have changed between its calls. Any
   // other graph pads once its padded key has met a second exact one, even when it takes operands
   // sized to their buckets: a padded graph compiles several times slower (its views are gathers
   // and scatters at runtime offsets), which only reuse repays (Llama's generate() in fused mode,

@@ -193,7 +193,8 @@ struct Capture {
   std::string blame;  // the graph's last op, for error messages
 };
 // Flushes, then captures the next graph this thread records. `sizes_vary`: the graph was traced
-// with symbolic sizes, so its program pads to its sizes' buckets at once (exec/padding.h).
+// with symbolic sizes that have changed since its first call, so its program pads them to their
+// buckets at once (exec/padding.h).
 void begin_capture(bool sizes_vary);
 // Flushes; the captured graph, or null when it cannot be replayed.
 std::shared_ptr<Capture> end_capture();

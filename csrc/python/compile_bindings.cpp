@@ -22,9 +22,9 @@ void register_compile_bindings(py::module& m) {
     py::gil_scoped_release no_gil;
     tpu::exec::begin_capture(sizes_vary);
   });
-  // A graph traced with symbolic sizes pads to their buckets: an argument that covers a storage of
-  // exact length moves into one with its bucket's room (`dims`: its symbolic dims), so that every
-  // size of the bucket runs the same program.
+  // A graph traced with symbolic sizes pads the sizes that changed to their buckets: an argument
+  // that covers a storage of exact length moves into one with its bucket's room (`dims`: its dims
+  // whose size changed between calls), so that every size of the bucket runs the same program.
   m.def("_extend_to_bucket", [](const at::Tensor& tensor, const std::vector<int64_t>& dims) {
     if (tensor.device().type() != c10::DeviceType::PrivateUse1 || !tensor.is_contiguous() ||
         tensor.storage_offset() != 0 || tensor.numel() == 0) {
