@@ -289,8 +289,8 @@ std::shared_ptr<PaddingPlan> make_plan(const OpCall& call, const std::vector<boo
     }
     plan->view_placed.push_back(padded != 0 || strides_vary);
     plan->view_prefix.push_back(is_prefix(view, padded, bucket, arg < 0));
-    plan->view_window_strides.push_back(
-        plan->view_prefix.back() ? Dims{} : window_strides(view, bucket, varied, at, arg < 0));
+    bool ranged = plan->view_placed.back() && !plan->view_prefix.back();
+    plan->view_window_strides.push_back(ranged ? window_strides(view, bucket, varied, at, arg < 0) : Dims{});
     any_placed |= plan->view_placed.back();
     plan->view_sizes.push_back(bucket);
     plan->view_padded.push_back(padded);
