@@ -144,15 +144,7 @@ void resize_storage_bytes(const c10::Storage& storage, size_t new_bytes) {
   c10::DataPtr fresh = allocate_on(new_bytes, old->device);
   c10::Storage holder(c10::Storage::use_byte_size_t(), new_bytes, std::move(fresh), allocator(), true);
   exec::StoragePtr target = storage_of(holder);
-  if (old->buffer) {
-    // Keep the bytes both sizes share; the rest reads as zeros.
-    int64_t count = std::min(old->nbytes, static_cast<int64_t>(new_bytes)) / itemsize(old->dtype);
-    if (count > 0) {
-      exec::TensorView from{old, old->dtype, {{count}, {1}, 0}};
-      exec::TensorView to{target, old->dtype, {{count}, {1}, 0}};
-      exec::copy_view(from, to);
-    }
-  }
+  exec::copy_shared_bytes(old, target);
   c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
   impl->set_data_ptr_noswap(holder.unsafeGetStorageImpl()->set_data_ptr(c10::DataPtr()));
   impl->set_nbytes(new_bytes);
@@ -212,82 +204,24 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, std::move(storage), 0, {0}, {1});
 }
 
-// CPU -> tpu: upload the source as it is, then convert and lay it out on the device.
+// CPU -> tpu: the source goes up as it is; the device converts it and lays it out.
 void upload(const at::Tensor& src, const at::Tensor& dst) {
   at::Tensor host = src.expand(dst.sizes()).contiguous();
-  exec::TensorView target = view_of(dst);
-  DType source_dtype = to_dtype(host.scalar_type());
-  auto& client = runtime::Client::get();
-  const exec::Storage& storage = *target.storage;
-  int64_t count = host.numel();
-  if (source_dtype == target.dtype && target.layout.offset == 0 && lowering::is_contiguous(target.layout) &&
-      count * itemsize(source_dtype) == storage.nbytes) {
-    exec::materialize(storage);  // a pending graph may still read or write the old value
-    int64_t spare = storage.exact_length ? -1 : exec::upload_spare_bytes(source_dtype, target.layout.sizes);
-    if (spare > 0) {
-      // Sizes that keep changing from upload to upload: the buffer gets its bucket's room.
-      at::Tensor roomy = at::zeros({count + spare / itemsize(source_dtype)}, host.options());
-      roomy.narrow(0, 0, count).copy_(host.reshape({count}));
-      host = roomy;
-    }
-    target.storage->buffer = client.from_host(host.data_ptr(), {source_dtype, {host.numel()}}, storage.device);
-    target.storage->dtype = source_dtype;
-    target.storage->spare_bytes = std::max<int64_t>(spare, 0);
-    target.storage->sized_to_bucket = spare >= 0;
-    target.storage->grows = false;
-    return;
-  }
-  auto staged = std::make_shared<exec::Storage>();
-  staged->device = storage.device;
-  staged->nbytes = count * itemsize(source_dtype);
-  staged->dtype = source_dtype;
-  staged->buffer = client.from_host(host.data_ptr(), {source_dtype, {count}}, storage.device);
-  exec::TensorView from{staged, source_dtype, {target.layout.sizes, {}, 0}};
-  from.layout.strides.assign(host.strides().begin(), host.strides().end());
-  exec::copy_view(from, target);
+  exec::upload(view_of(dst), host.data_ptr(), to_dtype(host.scalar_type()));
 }
 
 // tpu -> CPU: the device lays the view out densely in the destination's dtype, then one transfer.
 void download(const at::Tensor& src, const at::Tensor& dst) {
   raise_device_errors();
   exec::TensorView view = view_of(src.expand(dst.sizes()));
-  if (numel(view.layout.sizes) == 0) return;
   DType wanted = to_dtype(dst.scalar_type());
-  const exec::Storage& storage = *view.storage;
-  runtime::BufferPtr buffer;
-  exec::materialize(storage);
-  if (wanted == view.dtype && storage.buffer && storage.spare_bytes > 0 && storage.dtype == view.dtype &&
-      view.layout.offset == 0 && lowering::is_contiguous(view.layout) &&
-      numel(view.layout.sizes) * itemsize(wanted) == storage.nbytes) {
-    // The whole storage, with its bucket's room (exec/padding.h): one transfer, no program.
-    runtime::BufferPtr roomy = storage.buffer;
-    at::Tensor staging = at::empty({storage.value_bytes() / dst.element_size()}, dst.options());
-    runtime::Client::get().to_host(*roomy, staging.data_ptr());
-    dst.copy_(staging.narrow(0, 0, dst.numel()).view(dst.sizes()));
-    exec::settle_device(storage.device);
+  if (dst.is_contiguous()) {
+    exec::download(view, wanted, dst.data_ptr());
     return;
   }
-  if (wanted == view.dtype) {
-    buffer = exec::dense_buffer(view);
-  } else {
-    auto converted = std::make_shared<exec::Storage>();
-    converted->device = view.storage->device;
-    converted->nbytes = numel(view.layout.sizes) * itemsize(wanted);
-    converted->exact_length = true;
-    exec::TensorView target{converted, wanted, lowering::dense_layout(view.layout.sizes)};
-    exec::copy_view(view, target);
-    exec::materialize(*converted);
-    buffer = converted->buffer;
-  }
-  auto& client = runtime::Client::get();
-  if (dst.is_contiguous()) {
-    client.to_host(*buffer, dst.data_ptr());
-  } else {
-    at::Tensor staging = at::empty(dst.sizes(), dst.options());
-    client.to_host(*buffer, staging.data_ptr());
-    dst.copy_(staging);
-  }
-  exec::settle_device(view.storage->device);
+  at::Tensor staging = at::empty(dst.sizes(), dst.options());
+  exec::download(view, wanted, staging.data_ptr());
+  dst.copy_(staging);
 }
 
 // A device that runs out of memory in the middle of a copy raises torch.OutOfMemoryError.

@@ -134,7 +134,7 @@ int64_t default_limit() {
 
 void delete_storage(void* raw) {
   auto* context = static_cast<StorageContext*>(raw);
-  context->storage->alive = false;  // a pending fused graph must not materialise it
+  context->storage->mark_freed();  // a pending fused graph must not materialise it
   {
     std::lock_guard<std::mutex> lock(g_stats_mutex);
     MemoryStats& stats = g_stats[context->storage->device];
@@ -212,9 +212,7 @@ c10::DataPtr allocate_on(size_t nbytes, int device) {
     stats.bytes.increase(nbytes);
     stats.allocations.increase(1);
   }
-  auto storage = std::make_shared<exec::Storage>();
-  storage->device = device;
-  storage->nbytes = static_cast<int64_t>(nbytes);
+  auto storage = std::make_shared<exec::Storage>(device, static_cast<int64_t>(nbytes));
   size_t span = 0;
   void* address = address_space().take(nbytes, &span);
   auto* context = new StorageContext{std::move(storage), address, span};

@@ -266,29 +266,9 @@ ProcessGroupTPU::ProcessGroupTPU(c10::intrusive_ptr<c10d::Backend> transport, in
 
 namespace {
 
-// Writes elements [offset, offset + dst.numel()) of a replicated program's 1-D result into `dst`
-// (any view), on the device. A result that is the whole of dst's storage becomes its buffer, with
-// no copy.
+// Writes elements [offset, offset + dst.numel()) of a replicated program's 1-D result into `dst`.
 void install(const at::Tensor& dst, const runtime::BufferPtr& flat, int64_t offset = 0) {
-  exec::TensorView target = aten::view_of(dst);
-  exec::Storage& storage = *target.storage;
-  if (offset == 0 && numel(flat->type().dims) == dst.numel() && flat->type().dtype == target.dtype &&
-      target.layout.offset == 0 && lowering::is_contiguous(target.layout) && flat->nbytes() == storage.nbytes) {
-    exec::materialize(storage);  // a pending graph may still read or write the old value
-    storage.buffer = flat;
-    storage.dtype = target.dtype;
-    storage.spare_bytes = 0;
-    storage.sized_to_bucket = false;
-    storage.grows = false;
-    return;
-  }
-  auto staged = std::make_shared<exec::Storage>();
-  staged->device = flat->device();
-  staged->dtype = flat->type().dtype;
-  staged->nbytes = flat->nbytes();
-  staged->buffer = flat;
-  exec::TensorView from{staged, staged->dtype, lowering::dense_layout(target.layout.sizes, offset)};
-  exec::copy_view(from, target);
+  exec::install(aten::view_of(dst), flat, offset);
 }
 
 // The reductions XLA's collectives take; the bitwise ones and PREMUL_SUM take the host path.

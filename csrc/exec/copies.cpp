@@ -2,6 +2,7 @@
 // too) and a view's elements as one dense buffer (what host reads and collectives take). Both
 // are ordinary calls through run(), so they follow the calling thread's mode.
 #include "exec/executor.h"
+#include "exec/storage_state.h"
 
 #include "lowering/view_access.h"
 
@@ -12,13 +13,11 @@ void copy_view(const TensorView& src, const TensorView& dst) {
   TensorView source = src;
   if (src.storage->device != dst.storage->device) {
     materialize(*src.storage);
-    if (src.storage->buffer) {
-      auto moved = std::make_shared<Storage>();
-      moved->device = dst.storage->device;
-      moved->nbytes = src.storage->nbytes;
+    if (state_of(*src.storage).buffer) {
+      auto moved = std::make_shared<Storage>(dst.storage->device, src.storage->nbytes);
       give_room(*moved, room_of(*src.storage));
-      moved->dtype = src.storage->dtype;
-      moved->buffer = runtime::Client::get().copy_to_device(*src.storage->buffer, dst.storage->device);
+      state_of(*moved).dtype = state_of(*src.storage).dtype;
+      state_of(*moved).buffer = runtime::Client::get().copy_to_device(*state_of(*src.storage).buffer, dst.storage->device);
       source.storage = moved;
     }
   }
@@ -40,19 +39,18 @@ runtime::BufferPtr dense_buffer(const TensorView& view) {
   const Storage& s = *view.storage;
   materialize(s);
   int64_t count = numel(view.layout.sizes);
-  if (s.buffer && s.dtype == view.dtype && view.layout.offset == 0 &&
-      count == s.length_as(s.dtype) && lowering::is_contiguous(view.layout)) {
-    return s.buffer;
+  const StorageState& state = state_of(s);
+  if (state.buffer && state.dtype == view.dtype && view.layout.offset == 0 && count == s.length_as(state.dtype) &&
+      lowering::is_contiguous(view.layout)) {
+    return state.buffer;
   }
-  auto dense = std::make_shared<Storage>();
-  dense->device = s.device;
-  dense->nbytes = count * itemsize(view.dtype);
-  dense->exact_length = true;
-  dense->dtype = view.dtype;
+  auto dense = std::make_shared<Storage>(s.device, count * itemsize(view.dtype));
+  state_of(*dense).exact_length = true;
+  state_of(*dense).dtype = view.dtype;
   TensorView target{dense, view.dtype, lowering::dense_layout(view.layout.sizes)};
   copy_view(view, target);
   materialize(*dense);
-  return dense->buffer;
+  return state_of(*dense).buffer;
 }
 
 }  // namespace tpu::exec

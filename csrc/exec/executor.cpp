@@ -1,4 +1,5 @@
 #include "exec/executor.h"
+#include "exec/storage_state.h"
 
 #include <algorithm>
 #include <atomic>
@@ -128,7 +129,7 @@ class InFlightWhileUnlocked {
       epoch_ = g_next_epoch++;
       g_in_flight.insert(epoch_);
       for (Storage* s : storages_) {
-        if (s) s->graph_epoch = epoch_;
+        if (s) state_of(*s).graph_epoch = epoch_;
       }
     }
     lock_.unlock();
@@ -189,7 +190,7 @@ bool settle_locked(Lock& lock, const std::vector<const Storage*>& storages, cons
   for (bool again = true; again;) {
     again = false;
     for (const Storage* s : storages) {
-      uint64_t epoch = s->graph_epoch;
+      uint64_t epoch = state_of(*s).graph_epoch;
       if (epoch == 0) continue;
       if (auto pending = g_pending.find(epoch); pending != g_pending.end()) {
         if (pending->second.get() == own_lane) continue;
@@ -235,7 +236,8 @@ std::shared_ptr<Capture> make_capture(const std::vector<OpCall>& calls, const St
     // A call whose trial lowering failed leaves its storages in the set without a call using them.
     auto owner = owners.find(s);
     capture->storages.push_back(owner == owners.end() ? nullptr : owner->second);
-    capture->states.push_back({s->buffer != nullptr, s->dtype, s->value_bytes()});
+    const StorageState& state = state_of(*s);
+    capture->states.push_back({state.buffer != nullptr, state.dtype, s->value_bytes()});
   }
   capture->numbers = std::move(runtime.numbers);
   capture->offsets = std::move(runtime.offsets);
@@ -454,9 +456,9 @@ void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call)
     g_lowerable.insert(std::move(fragment));
   }
   if (starts) g_pending.emplace(graph.epoch, lane);
-  for (const auto& view : call.inputs) view.storage->graph_epoch = graph.epoch;
+  for (const auto& view : call.inputs) state_of(*view.storage).graph_epoch = graph.epoch;
   for (const auto& view : call.destinations) {
-    if (view.storage) view.storage->graph_epoch = graph.epoch;
+    if (view.storage) state_of(*view.storage).graph_epoch = graph.epoch;
   }
   graph.last_location = call.location;
   graph.key_ends.push_back(graph.key.size());
@@ -636,20 +638,32 @@ std::shared_ptr<Capture> end_capture() {
   return state.result;
 }
 
-StorageRoom room_of(const Storage& storage) { return {storage.spare_bytes, storage.sized_to_bucket, storage.grows}; }
+StorageRoom room_of(const Storage& storage) {
+  const StorageState& state = state_of(storage);
+  return {state.spare_bytes, state.sized_to_bucket, state.grows};
+}
 
 void give_room(Storage& storage, const StorageRoom& room) {
-  storage.spare_bytes = room.spare_bytes;
-  storage.sized_to_bucket = room.sized_to_bucket;
-  storage.grows = room.grows;
+  StorageState& state = state_of(storage);
+  state.spare_bytes = room.spare_bytes;
+  state.sized_to_bucket = room.sized_to_bucket;
+  state.grows = room.grows;
+}
+
+void install_buffer(Storage& storage, runtime::BufferPtr buffer, DType dtype, const StorageRoom& room) {
+  Lock lock(g_mutex);
+  state_of(storage).buffer = std::move(buffer);
+  state_of(storage).dtype = dtype;
+  give_room(storage, room);
 }
 
 void extend_to_bucket(const StoragePtr& storage, int64_t bucket_bytes) {
+  StorageState& state = state_of(*storage);
   {
     Lock lock(g_mutex);
-    if (storage->sized_to_bucket || storage->exact_length || bucket_bytes < storage->nbytes) return;
+    if (state.sized_to_bucket || state.exact_length || bucket_bytes < storage->nbytes) return;
     if (bucket_bytes == storage->nbytes) {  // a full bucket: no room to add
-      storage->sized_to_bucket = true;
+      state.sized_to_bucket = true;
       return;
     }
   }
@@ -658,14 +672,12 @@ void extend_to_bucket(const StoragePtr& storage, int64_t bucket_bytes) {
   int64_t spare_bytes;
   {
     Lock lock(g_mutex);
-    if (!storage->buffer || storage->sized_to_bucket || storage->exact_length) return;
-    dtype = storage->dtype;
+    if (!state.buffer || state.sized_to_bucket || state.exact_length) return;
+    dtype = state.dtype;
     spare_bytes = bucket_bytes - storage->nbytes;
     if (spare_bytes <= 0 || storage->nbytes % itemsize(dtype) != 0) return;
   }
-  auto roomy = std::make_shared<Storage>();
-  roomy->device = storage->device;
-  roomy->nbytes = storage->nbytes;
+  auto roomy = std::make_shared<Storage>(storage->device, storage->nbytes);
   give_room(*roomy, {spare_bytes, /*sized_to_bucket=*/true, /*grows=*/false});
   Dims length{storage->nbytes / itemsize(dtype)};
   int caller_mode = swap_thread_mode(static_cast<int>(Mode::Strict));
@@ -679,8 +691,8 @@ void extend_to_bucket(const StoragePtr& storage, int64_t bucket_bytes) {
   materialize(*roomy);
   Lock lock(g_mutex);
   // Another thread gave it room first, or recorded a graph whose key holds its old length.
-  if (storage->sized_to_bucket || !roomy->buffer || g_pending.count(storage->graph_epoch)) return;
-  storage->buffer = roomy->buffer;
+  if (state.sized_to_bucket || !state_of(*roomy).buffer || g_pending.count(state.graph_epoch)) return;
+  state.buffer = state_of(*roomy).buffer;
   give_room(*storage, room_of(*roomy));
 }
 
@@ -698,8 +710,10 @@ bool replay(const Capture& capture, const std::vector<StoragePtr>& storages) {
   auto matches = [&](int32_t index) {
     const Storage* s = targets[index];
     const Capture::StorageState& state = capture.states[index];
-    return s != nullptr && (s->buffer != nullptr) == state.had_buffer && s->value_bytes() == state.value_bytes &&
-           (!state.had_buffer || s->dtype == state.dtype) && s->device == capture.device;
+    if (s == nullptr) return false;
+    const StorageState& now = state_of(*s);
+    return (now.buffer != nullptr) == state.had_buffer && s->value_bytes() == state.value_bytes &&
+           (!state.had_buffer || now.dtype == state.dtype) && s->device == capture.device;
   };
   for (const auto& parameter : capture.program->parameters) {
     if (parameter.source == cache::Program::Parameter::Source::Storage && !matches(parameter.index)) return false;

@@ -50,18 +50,16 @@ BackwardContext backward_context();  // the calling thread's
 using BackwardContextProvider = const BackwardContext* (*)();
 void set_backward_context_provider(BackwardContextProvider provider);
 
-// A storage's device value: a 1-D buffer of `dtype`, or nothing before the first write (reads as
-// zeros, which is what PyTorch's uninitialised memory may hold anyway).
-struct Storage {
-  int device = 0;
-  int64_t nbytes = 0;
-  DType dtype = DType::U8;
+// What the executor knows of a storage's device value. Its own, read and written under its lock
+// by the executor's files only (exec/storage_state.h): other layers go through the operations
+// below (copy_view, dense_buffer, upload, download, install), which keep the lock, the pending
+// graphs and a value's room consistent.
+struct StorageState {
+  // A 1-D buffer of `dtype`, or nothing before the first write (reads as zeros, which is what
+  // PyTorch's uninitialised memory may hold anyway).
   runtime::BufferPtr buffer;
-  // False once the tensor storage owning this value is freed: a pending graph then never
-  // materialises it.
-  std::atomic<bool> alive{true};
-  // Bookkeeping of the executor (under its lock): the graph this storage takes part in, and its
-  // parameter slot in the StorageSet being built.
+  DType dtype = DType::U8;
+  // The graph this storage takes part in, and its parameter slot in the StorageSet being built.
   uint64_t graph_epoch = 0;
   uint64_t set_epoch = 0;
   int32_t set_index = -1;
@@ -71,8 +69,26 @@ struct Storage {
   bool sized_to_bucket = false;  // its length is its bucket's (spare_bytes may be 0: a full bucket)
   bool grows = false;            // written by an op whose sizes keep growing (exec/padding.h)
   bool exact_length = false;  // its buffer leaves as it is (to the host, to a collective): no spare
-  int64_t value_bytes() const { return nbytes + spare_bytes; }
+};
+
+// A tensor storage on the device. Its device and byte size are fixed when it is made; its value
+// belongs to the executor.
+class Storage {
+ public:
+  Storage(int device, int64_t nbytes) : device(device), nbytes(nbytes) {}
+  const int device;
+  const int64_t nbytes;
+  // Once the tensor storage owning this value is freed, a pending graph never materialises it.
+  void mark_freed() { alive_.store(false); }
+  bool alive() const { return alive_.load(); }
+  int64_t value_bytes() const { return nbytes + state_.spare_bytes; }
   int64_t length_as(DType t) const { return value_bytes() / itemsize(t); }
+
+ private:
+  StorageState state_;
+  std::atomic<bool> alive_{true};
+  friend StorageState& state_of(Storage& storage);
+  friend const StorageState& state_of(const Storage& storage);
 };
 using StoragePtr = std::shared_ptr<Storage>;
 
@@ -163,6 +179,18 @@ void copy_view(const TensorView& src, const TensorView& dst);
 
 // A buffer holding the view's elements densely in row-major order, in the view's dtype.
 runtime::BufferPtr dense_buffer(const TensorView& view);
+
+// Host transfers, the only way a value crosses between host memory and a storage. `host` holds
+// the view's elements densely in row-major order: upload converts and lays them out on the
+// device (a whole dense storage just takes a new buffer, with no program); download writes them
+// there in `dtype`.
+void upload(const TensorView& target, const void* host, DType host_dtype);
+void download(const TensorView& view, DType dtype, void* host);
+// Writes elements [offset, offset + the view's size) of a 1-D device buffer (a collective's
+// result) into the view; a result that is the whole storage becomes its buffer, with no copy.
+void install(const TensorView& target, const runtime::BufferPtr& flat, int64_t offset);
+// Copies the bytes both storages hold (a resized storage keeps them; the rest reads as zeros).
+void copy_shared_bytes(const StoragePtr& from, const StoragePtr& to);
 
 // Runs every thread's pending ops, then waits for every program launched on `device` (-1: all
 // devices); raises their errors.

@@ -1,4 +1,5 @@
 #include "exec/launch.h"
+#include "exec/storage_state.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -195,7 +196,7 @@ void execute(const cache::Program& program, const std::vector<Storage*>& storage
   for (const auto& parameter : program.parameters) {
     switch (parameter.source) {
       case cache::Program::Parameter::Source::Storage:
-        arguments.push_back(storages[parameter.index]->buffer.get());
+        arguments.push_back(state_of(*storages[parameter.index]).buffer.get());
         break;
       case cache::Program::Parameter::Source::Number:
         keep_alive.push_back(number_buffer(runtime.numbers[parameter.index], device));
@@ -228,8 +229,8 @@ void execute(const cache::Program& program, const std::vector<Storage*>& storage
   counters.outputs += static_cast<int64_t>(result.outputs.size());
   for (size_t i = 0; i < result.outputs.size(); ++i) {
     Storage* s = storages[program.output_storages[i]];
-    s->buffer = result.outputs[i];
-    s->dtype = program.output_dtypes[i];
+    state_of(*s).buffer = result.outputs[i];
+    state_of(*s).dtype = program.output_dtypes[i];
   }
   if (wait) {
     Released released(unlocker);
@@ -252,7 +253,7 @@ Launched build_and_compile(const std::string& key, ProgramKind kind, const std::
 Launched launch(std::string& key, ProgramKind kind, const std::vector<OpCall>& calls, const StorageSet& storages,
                 std::vector<int64_t> offsets, int device, bool wait, const KeepSet& also_keep,
                 const Unlocker& unlocker) {
-  auto keep = [&](const Storage& s) { return s.alive.load() || also_keep.count(&s) > 0; };
+  auto keep = [&](const Storage& s) { return s.alive() || also_keep.count(&s) > 0; };
   key = launch_key(std::move(key), storages, also_keep);
 
   Launched launched;
@@ -317,7 +318,7 @@ Launched build_and_compile(const std::string& key, ProgramKind kind, const std::
 
 std::string launch_key(std::string key, const StorageSet& storages, const KeepSet& also_keep) {
   key.push_back('#');
-  for (const Storage* s : storages.items()) key.push_back(s->alive.load() || also_keep.count(s) > 0 ? '1' : '0');
+  for (const Storage* s : storages.items()) key.push_back(s->alive() || also_keep.count(s) > 0 ? '1' : '0');
   return key;
 }
 

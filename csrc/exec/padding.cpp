@@ -1,4 +1,5 @@
 #include "exec/padding.h"
+#include "exec/storage_state.h"
 
 #include <algorithm>
 #include <cmath>
@@ -159,8 +160,9 @@ bool is_prefix(const TensorView& view, uint64_t padded, const Dims& bucket, bool
     if (view.layout.sizes[d] != 1) return false;
   }
   const Storage& s = *view.storage;
+  const StorageState& state = state_of(s);
   int64_t item = itemsize(view.dtype);
-  if (s.dtype != view.dtype && s.buffer) return false;
+  if (state.dtype != view.dtype && state.buffer) return false;
   if (numel(bucket) * item > s.value_bytes()) return false;
   return !written || numel(view.layout.sizes) * item == s.nbytes;
 }
@@ -178,7 +180,7 @@ Dims window_strides(const TensorView& view, const Dims& bucket, const std::vecto
     strides[d] = view.layout.strides[d];
   }
   const Storage& s = *view.storage;
-  if (s.buffer && s.dtype != view.dtype) return {};
+  if (state_of(s).buffer && state_of(s).dtype != view.dtype) return {};
   if (!lowering::fits_window(bucket, strides, view.layout.offset, s.length_as(view.dtype), written)) return {};
   return strides;
 }
@@ -186,7 +188,7 @@ Dims window_strides(const TensorView& view, const Dims& bucket, const std::vecto
 // A view that is the whole of a storage whose length is fixed (a weight): its sizes come with the
 // storage's length, which the program's key holds anyway, so padding them brings no reuse.
 bool sized_by_storage(const TensorView& view) {
-  const Storage& s = *view.storage;
+  const StorageState& s = state_of(*view.storage);
   return !s.sized_to_bucket && covers_whole_storage(view) && (s.buffer || s.set_epoch != 0 || s.exact_length);
 }
 
@@ -323,7 +325,7 @@ std::shared_ptr<PaddingPlan> make_plan(const OpCall& call, const std::vector<boo
 
 bool takes_growing_operands(const OpCall& call) {
   for (const auto& view : call.inputs) {
-    if (view.storage->grows) return true;
+    if (state_of(*view.storage).grows) return true;
   }
   return false;
 }
@@ -372,13 +374,14 @@ void plan_padding(OpCall& call, bool sizes_vary) {
   size_t at = 0;
   for_each_view(call, [&](const TensorView& view, int32_t slot) {
     size_t rank = view.layout.sizes.size();
-    Storage& s = *view.storage;
+    Storage& storage = *view.storage;
+    StorageState& s = state_of(storage);
     Dims bucket;
     bool grows_here = false;
     for (size_t d = 0; d < rank; ++d) grows_here |= (growing[at + d] || sizes_vary) && view.layout.sizes[d] > 1;
     if (slot < 0 && (roomy_inputs || grows_here) && padded_dims(view.layout.sizes, varied, at, bucket) &&
         !s.buffer && s.set_epoch == 0 && !s.sized_to_bucket && !s.exact_length && covers_whole_storage(view)) {
-      s.spare_bytes = numel(bucket) * itemsize(view.dtype) - s.nbytes;
+      s.spare_bytes = numel(bucket) * itemsize(view.dtype) - storage.nbytes;
       s.sized_to_bucket = true;
       s.grows = true;
     }

@@ -1,4 +1,5 @@
 #include "exec/program_builder.h"
+#include "exec/storage_state.h"
 
 #include <algorithm>
 #include <cmath>
@@ -62,8 +63,9 @@ hlo::Value ProgramBuilder::base_as(int32_t s, DType dtype) {
   const Storage* st = storages_.items()[s];
   if (!value_[s].valid()) {
     // Never written, in the program or before: what uninitialised memory may hold anyway.
-    if (!st->buffer) return b_.zeros({dtype, {st->length_as(dtype)}});
-    value_[s] = b_.parameter({st->dtype, {st->length_as(st->dtype)}});
+    const StorageState& state = state_of(*st);
+    if (!state.buffer) return b_.zeros({dtype, {st->length_as(dtype)}});
+    value_[s] = b_.parameter({state.dtype, {st->length_as(state.dtype)}});
     parameters_.push_back({cache::Program::Parameter::Source::Storage, s});
   }
   return reinterpret(b_, value_[s], dtype);
@@ -71,7 +73,7 @@ hlo::Value ProgramBuilder::base_as(int32_t s, DType dtype) {
 
 hlo::Value ProgramBuilder::read(const TensorView& view, hlo::Value offset) {
   int32_t s = storages_.find(view.storage.get());
-  if (!value_[s].valid() && !view.storage->buffer) return b_.zeros({view.dtype, view.layout.sizes});
+  if (!value_[s].valid() && !state_of(*view.storage).buffer) return b_.zeros({view.dtype, view.layout.sizes});
   return lowering::read_view(b_, base_as(s, view.dtype), view.layout, offset);
 }
 
@@ -138,7 +140,7 @@ void ProgramBuilder::lower(const OpCall& call) {
       return real.valid() ? b_.select(real, value, b_.full(fill, {view.dtype, padded[index].sizes})) : value;
     }
     int32_t s = storages_.find(view.storage.get());
-    if (!value_[s].valid() && !view.storage->buffer) return b_.zeros({view.dtype, padded[index].sizes});
+    if (!value_[s].valid() && !state_of(*view.storage).buffer) return b_.zeros({view.dtype, padded[index].sizes});
     return lowering::read_padded_view(b_, base_as(s, view.dtype), padded[index], plan->view_fills[index]);
   };
   for (auto& arg : ctx.args) {

@@ -1,4 +1,5 @@
 #include "exec/program_key.h"
+#include "exec/storage_state.h"
 
 #include "cache/stable_hash.h"
 #include "exec/padding.h"
@@ -29,7 +30,8 @@ void append_view(std::string& key, StorageSet& storages, const TensorView& view,
   size_t index = cursor.next++;
   Storage* s = view.storage.get();
   append_int(key, storages.index(s));
-  key.push_back(static_cast<char>(s->buffer ? static_cast<int>(s->dtype) : -1));
+  const StorageState& state = state_of(*s);
+  key.push_back(static_cast<char>(state.buffer ? static_cast<int>(state.dtype) : -1));
   append_int(key, s->value_bytes());
   key.push_back(static_cast<char>(view.dtype));
   if (cursor.plan && cursor.plan->view_placed[index]) {
@@ -61,14 +63,18 @@ void append_view(std::string& key, StorageSet& storages, const TensorView& view,
 StorageSet::StorageSet() : epoch_(g_next_epoch++) {}
 
 int32_t StorageSet::index(Storage* s) {
-  if (s->set_epoch == epoch_) return s->set_index;
-  s->set_epoch = epoch_;
-  s->set_index = static_cast<int32_t>(items_.size());
+  StorageState& state = state_of(*s);
+  if (state.set_epoch == epoch_) return state.set_index;
+  state.set_epoch = epoch_;
+  state.set_index = static_cast<int32_t>(items_.size());
   items_.push_back(s);
-  return s->set_index;
+  return state.set_index;
 }
 
-int32_t StorageSet::find(const Storage* s) const { return s->set_epoch == epoch_ ? s->set_index : -1; }
+int32_t StorageSet::find(const Storage* s) const {
+  const StorageState& state = state_of(*s);
+  return state.set_epoch == epoch_ ? state.set_index : -1;
+}
 
 uint64_t call_signature(const OpCall& call, Signature kind) {
   std::string text = call.name + '.' + call.overload;
