@@ -5,10 +5,11 @@
 #include <c10/util/SmallVector.h>
 
 #include <mutex>
-#include <set>
 #include <unordered_map>
 #include <string>
 #include <vector>
+
+#include "aten/op_adapters.h"
 
 namespace tpu::aten {
 
@@ -80,52 +81,9 @@ void check_overlap(const TensorArguments& tensors) {
   }
 }
 
-// A full max() / min() has no identity to return for an empty tensor.
-void check_full_reduction_of_empty(const c10::FunctionSchema& schema, at::ArrayRef<c10::IValue> args) {
-  static const std::set<std::string> names = {"aten::max", "aten::min"};
-  const std::string& overload = schema.overload_name();
-  if (!names.count(schema.name()) || !(overload.empty() || overload == "unary_out")) return;
-  if (args.empty() || !args[0].isTensor()) return;
-  TORCH_CHECK(args[0].toTensor().numel() != 0, schema.name().substr(6), "(): Expected reduction dim to be "
-              "specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
-}
-
-// index_put converts nothing: the values must have the destination's dtype.
-void check_index_put_dtypes(const c10::FunctionSchema& schema, at::ArrayRef<c10::IValue> args) {
-  const std::string& name = schema.name();
-  if (name != "aten::index_put" && name != "aten::index_put_" && name != "aten::_index_put_impl" &&
-      name != "aten::_index_put_impl_") {
-    return;
-  }
-  if (args.size() < 3 || !args[0].isTensor() || !args[2].isTensor()) return;
-  const at::Tensor& self = args[0].toTensor();
-  const at::Tensor& values = args[2].toTensor();
-  TORCH_CHECK(self.scalar_type() == values.scalar_type(), "Index put requires the source and destination dtypes "
-              "match, got ", self.scalar_type(), " for the destination and ", values.scalar_type(),
-              " for the source.");
-}
-
-// Matrix products do not promote (their meta functions allow mixed dtypes).
-void check_matmul_dtypes(const c10::FunctionSchema& schema, const TensorArguments& tensors) {
-  static const std::set<std::string> same_dtype_ops = {"aten::mm", "aten::bmm", "aten::addmm", "aten::addmm_",
-                                                        "aten::baddbmm", "aten::baddbmm_", "aten::addbmm",
-                                                        "aten::dot", "aten::vdot", "aten::mv", "aten::addmv"};
-  if (!same_dtype_ops.count(schema.name())) return;
-  const at::Tensor* first = nullptr;
-  for (const auto& t : tensors) {
-    if (t.written && schema.overload_name() == "out") continue;
-    if (!first) {
-      first = t.tensor;
-      continue;
-    }
-    TORCH_CHECK(t.tensor->scalar_type() == first->scalar_type(), "expected m1 and m2 to have the same dtype, "
-                "but got: ", first->scalar_type(), " != ", t.tensor->scalar_type());
-  }
-}
-
 // Which checks can apply to an op, from its schema alone: worked out once per op, since this runs
 // before every op (most ops, functional ones with no tensor list, need none).
-enum Applicable : uint8_t { kListDevices = 1, kWrites = 2, kByName = 4 };
+enum Applicable : uint8_t { kListDevices = 1, kWrites = 2 };
 
 uint8_t applicable_checks(const c10::FunctionSchema& schema) {
   static std::mutex mutex;
@@ -138,28 +96,19 @@ uint8_t applicable_checks(const c10::FunctionSchema& schema) {
     if (is_tensor_list_type(argument)) checks |= kListDevices;
     if (argument.alias_info() && argument.alias_info()->isWrite()) checks |= kWrites;
   }
-  static const std::set<std::string> by_name = {
-      "aten::max", "aten::min", "aten::index_put", "aten::index_put_", "aten::_index_put_impl",
-      "aten::_index_put_impl_", "aten::mm", "aten::bmm", "aten::addmm", "aten::addmm_", "aten::baddbmm",
-      "aten::baddbmm_", "aten::addbmm", "aten::dot", "aten::vdot", "aten::mv", "aten::addmv"};
-  if (by_name.count(schema.name())) checks |= kByName;
   return it->second = checks;
 }
 
 }  // namespace
 
-void check_arguments_like_cpu(const c10::OperatorHandle& op, at::ArrayRef<c10::IValue> args) {
+void check_arguments_like_cpu(const c10::OperatorHandle& op, at::ArrayRef<c10::IValue> args,
+                              const OpAdapter* adapter) {
   const c10::FunctionSchema& schema = op.schema();
+  if (adapter && adapter->check_arguments) adapter->check_arguments(schema, args);
   uint8_t checks = applicable_checks(schema);
   if (checks == 0) return;
   if (checks & kListDevices) check_list_devices(schema, args);
-  TensorArguments tensors = tensor_arguments(schema, args);
-  if (checks & kWrites) check_overlap(tensors);
-  if (checks & kByName) {
-    check_full_reduction_of_empty(schema, args);
-    check_index_put_dtypes(schema, args);
-    check_matmul_dtypes(schema, tensors);
-  }
+  if (checks & kWrites) check_overlap(tensor_arguments(schema, args));
 }
 
 }  // namespace tpu::aten

@@ -8,7 +8,11 @@
 
 namespace tpu::aten {
 
-// `args` are the op's boxed arguments (the last arguments().size() entries of its stack).
-void check_arguments_like_cpu(const c10::OperatorHandle& op, at::ArrayRef<c10::IValue> args);
+struct OpAdapter;
+
+// `args` are the op's boxed arguments (the last arguments().size() entries of its stack); the
+// op's adapter (aten/op_adapters.h), if any, adds the checks particular to it.
+void check_arguments_like_cpu(const c10::OperatorHandle& op, at::ArrayRef<c10::IValue> args,
+                              const OpAdapter* adapter);
 
 }  // namespace tpu::aten

@@ -1,3 +1,4 @@
+#include "aten/op_adapters.h"
 #include "aten/cpu_fallback.h"
 
 #include <ATen/native/CPUFallback.h>
@@ -48,11 +49,15 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                "torch_tpu.set_fallback_warnings(False) silences this warning.");
   }
   exec::flush("fallback op");
-  // convolution_overrideable's CPU kernel only raises (CPU never routes there); aten::convolution
-  // takes the same arguments and is what CPU runs.
-  static const c10::OperatorHandle convolution = c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
-  bool overridable_convolution = op.schema().name() == "aten::convolution_overrideable";
-  at::native::cpu_fallback(overridable_convolution ? convolution : op, stack, /*error_on_views=*/true);
+  // An op whose CPU kernel is not what CPU runs (convolution_overrideable only raises) names the op
+  // that is, with the same arguments.
+  const OpAdapter* adapter = adapter_for(op.schema());
+  if (adapter && !adapter->cpu_op.empty()) {
+    c10::OperatorHandle substitute = c10::Dispatcher::singleton().findSchemaOrThrow(adapter->cpu_op.c_str(), "");
+    at::native::cpu_fallback(substitute, stack, /*error_on_views=*/true);
+    return;
+  }
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }
 
 void set_fallback_policy(FallbackPolicy policy) { g_policy = policy; }

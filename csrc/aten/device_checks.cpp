@@ -5,9 +5,9 @@
 #include <c10/util/Exception.h>
 
 #include <mutex>
-#include <set>
 #include <vector>
 
+#include "aten/op_adapters.h"
 #include "aten/tpu_tensor.h"
 
 namespace tpu::aten {
@@ -27,17 +27,14 @@ std::vector<PendingCheck> g_checks;
 
 // What CPU raises for an out-of-range index of `op` (the first line of CPU's message, then ours).
 [[noreturn]] void raise_index_error(const std::string& op) {
-  static const std::set<std::string> runtime_errors = {"aten::gather", "aten::scatter", "aten::scatter_add",
-                                                       "aten::scatter_reduce", "aten::index_add",
-                                                       "aten::max_unpool2d", "aten::max_unpool3d"};
-  std::string base = op.substr(0, op.find('.'));
-  if (!base.empty() && base.back() == '_') base.pop_back();
-  TORCH_CHECK_INDEX(base != "aten::nll_loss_forward" && base != "aten::nll_loss2d_forward",
+  const OpAdapter* adapter = adapter_for(op.substr(0, op.find('.')));
+  IndexError kind = adapter ? adapter->index_error : IndexError::IndexError;
+  TORCH_CHECK_INDEX(kind != IndexError::TargetOutOfBounds,
                     "Target is out of bounds: a target is neither a class index in [0, classes) nor "
                     "ignore_index (found by the tpu device when ", op, " ran)");
   std::string message = op + ": index out of range in self (an index lies outside the dimension it "
                         "indexes; found by the tpu device when the op ran)";
-  if (runtime_errors.count(base)) TORCH_CHECK(false, message);
+  TORCH_CHECK(kind != IndexError::RuntimeError, message);
   TORCH_CHECK_INDEX(false, message);
 }
 

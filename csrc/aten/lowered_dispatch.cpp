@@ -5,7 +5,6 @@
 // the op's lowering. Ops with no lowering, or an argument combination their lowering declines,
 // run on the CPU through the counted fallback.
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/ops/nonzero.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
@@ -20,6 +19,7 @@
 #include "aten/cpu_fallback.h"
 #include "aten/device_checks.h"
 #include "aten/meta_results.h"
+#include "aten/op_adapters.h"
 #include "aten/tpu_tensor.h"
 
 namespace tpu::aten {
@@ -40,7 +40,9 @@ at::Tensor meta_like(const at::Tensor& t) {
 
 class CallBuilder {
  public:
-  CallBuilder(const c10::OperatorHandle& op, const lowering::Entry* entry) : schema_(op.schema()) {
+  // `shape_depends_on_numbers`: the result sizes follow the values of the numbers (arange).
+  CallBuilder(const c10::OperatorHandle& op, const lowering::Entry* entry, bool shape_depends_on_numbers)
+      : schema_(op.schema()), shape_depends_on_numbers_(shape_depends_on_numbers) {
     call_.name = schema_.name().substr(schema_.name().find("::") + 2);
     call_.overload = schema_.overload_name();
     call_.lowering = entry;
@@ -74,7 +76,7 @@ class CallBuilder {
         case c10::TypeKind::NumberType:
         case c10::TypeKind::FloatType:
           if (!value.isNone()) number_arg(value, &arg);
-          if (shape_depends_on_numbers() && !value.isNone()) {
+          if (shape_depends_on_numbers_ && !value.isNone()) {
             double exact = value.toScalar().toDouble();
             meta_key_.append(reinterpret_cast<const char*>(&exact), sizeof exact);
           }
@@ -230,13 +232,6 @@ class CallBuilder {
   int device() const { return device_ < 0 ? current_device() : device_; }
 
  private:
-  // arange and friends size their result from the values of their numbers.
-  bool shape_depends_on_numbers() const {
-    const std::string& name = schema_.name();
-    return name == "aten::arange" || name == "aten::range" || name == "aten::linspace" ||
-           name == "aten::logspace";
-  }
-
   void append_meta_key(const Arg& arg, long out_index) {
     meta_key_.push_back(static_cast<char>(arg.kind));
     auto append_int = [&](int64_t v) { meta_key_.append(reinterpret_cast<const char*>(&v), sizeof v); };
@@ -398,6 +393,7 @@ class CallBuilder {
   at::ArrayRef<c10::IValue> args_;
   exec::OpCall call_;
   std::string meta_key_;
+  bool shape_depends_on_numbers_;
   int device_ = -1;
   c10::optional<at::Generator> generator_;
   std::map<int, at::Tensor> written_;
@@ -405,9 +401,10 @@ class CallBuilder {
 };
 
 // Runs `op` through its lowering; false when it has to go to the CPU instead.
-bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const lowering::Entry* entry) {
+bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const lowering::Entry* entry,
+                 const OpAdapter* adapter) {
   const size_t num_args = op.schema().arguments().size();
-  CallBuilder builder(op, entry);
+  CallBuilder builder(op, entry, adapter && adapter->shape_depends_on_numbers);
   try {
     builder.convert(torch::jit::last(*stack, num_args));
     builder.check_returns();
@@ -416,7 +413,7 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   }
   MetaCache::Shapes shapes = meta_cache().find(builder.meta_key());
   if (!shapes) {
-    auto computed = run_meta(op, builder.meta_stack(), torch::jit::last(*stack, num_args));
+    auto computed = run_meta(op, builder.meta_stack(), torch::jit::last(*stack, num_args), adapter);
     if (!computed) return false;
     shapes = meta_cache().insert(builder.meta_key(), std::move(*computed));
   }
@@ -440,41 +437,14 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   return true;
 }
 
-// Boolean (or uint8) masks among the indices of aten::index become the integer indices of their
-// true elements, as PyTorch's own kernels do before indexing (its meta function cannot: the shape
-// depends on the data); nonzero reads the count from the device, then the gather runs lowered.
-void expand_mask_indices(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  // index.Tensor(self, indices) and index.Tensor_out(self, indices, out): indices is argument 1.
-  c10::IValue& value = (*stack)[stack->size() - op.schema().arguments().size() + 1];
-  if (!value.isList()) return;
-  c10::List<std::optional<at::Tensor>> list = value.toOptionalTensorList();
-  auto is_mask = [](const std::optional<at::Tensor>& t) {
-    return t.has_value() && t->defined() && is_tpu(*t) &&
-           (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte);
-  };
-  bool any = false;
-  for (size_t i = 0; i < list.size(); ++i) any = any || is_mask(list.get(i));
-  if (!any) return;
-  c10::List<std::optional<at::Tensor>> expanded;
-  for (size_t i = 0; i < list.size(); ++i) {
-    std::optional<at::Tensor> entry = list.get(i);
-    if (!is_mask(entry)) {
-      expanded.push_back(entry);
-      continue;
-    }
-    at::Tensor positions = at::nonzero(*entry);
-    for (int64_t d = 0; d < entry->dim(); ++d) expanded.push_back(positions.select(1, d));
-  }
-  value = c10::IValue(expanded);
-}
-
 void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& name = op.schema().name();
-  check_arguments_like_cpu(op, torch::jit::last(*stack, op.schema().arguments().size()));
-  if (name == "aten::index") expand_mask_indices(op, stack);
+  const OpAdapter* adapter = adapter_for(op.schema());
+  check_arguments_like_cpu(op, torch::jit::last(*stack, op.schema().arguments().size()), adapter);
+  if (adapter && adapter->prepare) adapter->prepare(op, stack);
   if (name.rfind("aten::", 0) == 0) {
     if (const lowering::Entry* entry = lowering::find_lowering(name.substr(6))) {
-      if (run_lowered(op, stack, entry)) return;
+      if (run_lowered(op, stack, entry, adapter)) return;
     }
   }
   run_on_cpu(op, stack);
@@ -482,28 +452,14 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 }  // namespace
 
-// PyTorch routes convolutions on out-of-tree backends to these two ops, whose
-// CompositeExplicitAutograd kernels only raise; the boxed fallback would never see them.
+// Ops whose composite kernels PyTorch would run for tpu (op_adapters.cpp says why each is replaced).
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("convolution_overrideable", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
-  m.impl("convolution_backward_overrideable",
-         torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
-  // Composite kernels that would split these into helpers that write their arguments in place
-  // (_cummax_helper) or have no meta function (_logcumsumexp); the whole op has a lowering.
-  m.impl("cummax", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
-  m.impl("cummin", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
-  m.impl("logcumsumexp", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
-  // Composite kernels that normalize through native_batch_norm and then scale and shift in the
-  // input's dtype, rounding f16 / bf16 twice; the lowerings compute all of it in float32, as
-  // CPU's and CUDA's kernels do.
-  m.impl("native_layer_norm", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
-  m.impl("native_group_norm", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
-  // Attention's softmax (scaled_dot_product_attention's math path): its composite kernel is a
-  // softmax plus a compare, a reduction and a select; the lowering does it in one reduction.
-  m.impl("_safe_softmax", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
-  // Its composite kernel calls the CPU/CUDA stub directly, which has no tpu entry (copy_ uses it
-  // to resolve a conjugate view).
-  m.impl("conj_physical_", torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+  for (const OpAdapter& adapter : op_adapters()) {
+    if (!adapter.over_composite) continue;
+    for (const std::string& op : adapter.ops) {
+      m.impl(op.c_str() + 6, torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+    }
+  }
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

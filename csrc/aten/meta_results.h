@@ -47,11 +47,13 @@ class MetaCache {
 
 MetaCache& meta_cache();
 
+struct OpAdapter;
+
 // Runs the op's meta function on `meta` (the arguments with tpu tensors as meta tensors; `args`
-// the original boxed arguments). Raises what it raises (the same errors CPU gives for bad
-// arguments), except that a missing meta function returns nullopt: the CPU kernel then knows
-// the shapes.
+// the original boxed arguments), or its adapter's (aten/op_adapters.h). Raises what it raises (the
+// same errors CPU gives for bad arguments), except that a missing meta function returns nullopt:
+// the CPU kernel then knows the shapes.
 c10::optional<std::vector<ResultShape>> run_meta(const c10::OperatorHandle& op, torch::jit::Stack meta,
-                                                 at::ArrayRef<c10::IValue> args);
+                                                 at::ArrayRef<c10::IValue> args, const OpAdapter* adapter);
 
 }  // namespace tpu::aten

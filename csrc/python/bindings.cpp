@@ -7,6 +7,7 @@
 
 #include "aten/backward_context.h"
 #include "aten/cpu_fallback.h"
+#include "aten/op_adapters.h"
 #include "aten/device_checks.h"
 #include "aten/pinned_memory.h"
 #include "aten/tpu_tensor.h"
@@ -169,6 +170,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("_clear_program_cache", [] { tpu::cache::ProgramCache::get().clear(); });
   m.def("_fallback_counts", [] { return tpu::aten::fallback_counts(); });
   m.def("_reset_fallback_counts", [] { tpu::aten::reset_fallback_counts(); });
+  // The per-op adapter table, so that a test can hold each entry to its reason and its test.
+  m.def("_op_adapters", [] {
+    std::vector<std::tuple<std::vector<std::string>, std::string, std::string>> table;
+    for (const auto& adapter : tpu::aten::op_adapters()) table.emplace_back(adapter.ops, adapter.reason, adapter.test);
+    return table;
+  });
   m.def("_set_fallback_warnings", [](bool enabled) { tpu::aten::set_fallback_warnings(enabled); });
   m.def("_set_fallback_error", [](bool error) {
     tpu::aten::set_fallback_policy(error ? tpu::aten::FallbackPolicy::Error : tpu::aten::FallbackPolicy::Allow);
