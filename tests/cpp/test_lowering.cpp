@@ -21,35 +21,19 @@ namespace {
 using lowering::Arg;
 using Kind = Arg::Kind;
 
-Arg tensor_arg() {
+template <typename Set>
+Arg arg_of(Kind kind, Set set) {
   Arg a;
-  a.kind = Kind::Tensor;
+  a.kind = kind;
+  set(a);
   return a;
 }
-Arg number_arg() {
-  Arg a;
-  a.kind = Kind::Number;
-  a.weak = true;
-  return a;
-}
-Arg int_arg(int64_t i) {
-  Arg a;
-  a.kind = Kind::Int;
-  a.i = i;
-  return a;
-}
-Arg ints_arg(const Dims& ints) {
-  Arg a;
-  a.kind = Kind::IntList;
-  a.ints = ints;
-  return a;
-}
-Arg bool_arg(bool value) {
-  Arg a;
-  a.kind = Kind::Bool;
-  a.b = value;
-  return a;
-}
+Arg tensor_arg() { return arg_of(Kind::Tensor, [](Arg&) {}); }
+// Python numbers are weak: they lift an operand's category, never its width.
+Arg number_arg() { return arg_of(Kind::Number, [](Arg& a) { a.weak = true; }); }
+Arg int_arg(int64_t i) { return arg_of(Kind::Int, [&](Arg& a) { a.i = i; }); }
+Arg ints_arg(const Dims& ints) { return arg_of(Kind::IntList, [&](Arg& a) { a.ints = ints; }); }
+Arg bool_arg(bool value) { return arg_of(Kind::Bool, [&](Arg& a) { a.b = value; }); }
 
 HostTensor f32(const Dims& dims, const std::vector<float>& values) { return HostTensor::of(DType::F32, dims, values); }
 HostTensor i64(const Dims& dims, const std::vector<int64_t>& values) { return HostTensor::of(DType::I64, dims, values); }
