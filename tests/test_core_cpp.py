@@ -1,4 +1,5 @@
-"""Runs the torch-free C++ unit tests (builder, printer, proto encoder, PJRT binding)."""
+"""Runs the torch-free C++ unit tests (builder, printer, proto encoder, PJRT binding, lowerings,
+view access, program keys, program cache)."""
 import os
 import subprocess
 

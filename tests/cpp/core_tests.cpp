@@ -1,51 +1,22 @@
-// Unit tests of the torch-free layers: builder and printer, compile-options encoder, PJRT binding.
+// Unit tests of the torch-free layers: builder and printer, compile-options encoder, PJRT binding,
+// collective programs. The lowerings, views, program keys and cache have files of their own
+// (test_*.cpp), linked into the same binary.
 // Run as `core_tests [plugin.so]`; the runtime tests are skipped (and say so) without a plugin.
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "cache/entry_file.h"
-#include "cache/stable_hash.h"
 #include "distributed/collective_program.h"
 #include "distributed/replica_rendezvous.h"
 #include "hlo/builder.h"
-#include "lowering/view_access.h"
 #include "runtime/compile_options.h"
 #include "runtime/runtime.h"
+#include "test_harness.h"
 
 using namespace tpu;
-
-namespace {
-int g_failures = 0;
-int g_passed = 0;
-std::vector<std::pair<std::string, std::function<void()>>>& registry() {
-  static std::vector<std::pair<std::string, std::function<void()>>> tests;
-  return tests;
-}
-struct Register {
-  Register(const char* name, std::function<void()> fn) { registry().emplace_back(name, fn); }
-};
-struct Failure {
-  std::string what;
-};
-#define TEST(name) \
-  void name();     \
-  Register reg_##name(#name, name); \
-  void name()
-#define EXPECT(cond)                                                                   \
-  do {                                                                                 \
-    if (!(cond)) throw Failure{std::string(__FILE__ ":") + std::to_string(__LINE__) + \
-                               ": " #cond};                                            \
-  } while (0)
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-std::string g_plugin;
-}  // namespace
+using namespace tpu::testing;
 
 TEST(printer_is_deterministic_and_generic) {
   auto build = [] {
@@ -188,11 +159,7 @@ TEST(collective_programs_name_their_replica_group) {
 }
 
 TEST(runtime_compiles_and_runs_on_every_device) {
-  if (g_plugin.empty()) {
-    std::printf("  (skipped: no plugin path given on the command line)\n");
-    return;
-  }
-  runtime::set_plugin_candidates({{"cpu", g_plugin}});
+  REQUIRE_PLUGIN();
   auto& client = runtime::Client::get();
   EXPECT(client.device_count() >= 2);
   hlo::Builder b;
@@ -215,7 +182,7 @@ TEST(runtime_compiles_and_runs_on_every_device) {
 }
 
 TEST(a_result_in_its_own_shape_serves_as_a_flat_parameter) {
-  if (g_plugin.empty()) return;
+  REQUIRE_PLUGIN();
   auto& client = runtime::Client::get();
   if (!client.buffers_reshape_freely()) return;
   hlo::Builder first;
@@ -236,27 +203,8 @@ TEST(a_result_in_its_own_shape_serves_as_a_flat_parameter) {
   for (int i = 0; i < 6; ++i) EXPECT(out[i] == expected[i]);
 }
 
-// Runs a one-parameter program on `input` and returns its one f32 result.
-std::vector<float> run_f32(const std::string& text, const std::vector<float>& input,
-                           const std::vector<int64_t>& scalars, const TensorType& result, bool quick) {
-  auto& client = runtime::Client::get();
-  auto exe = quick ? client.compile_quick(text) : client.compile(text);
-  auto in = client.from_host(input.data(), {DType::F32, {static_cast<int64_t>(input.size())}}, 0);
-  std::vector<runtime::BufferPtr> keep{in};
-  std::vector<const runtime::Buffer*> arguments{in.get()};
-  for (int64_t value : scalars) {
-    keep.push_back(client.from_host(&value, {DType::I64, {}}, 0));
-    arguments.push_back(keep.back().get());
-  }
-  auto out = client.execute(*exe, 0, arguments, {result});
-  client.wait(out.done);
-  std::vector<float> host(static_cast<size_t>(numel(result.dims)));
-  client.to_host(*out.outputs[0], host.data());
-  return host;
-}
-
 TEST(quick_compiles_compute_what_full_compiles_do) {
-  if (g_plugin.empty()) return;
+  REQUIRE_PLUGIN();
   hlo::Builder b;
   auto x = b.parameter({DType::F32, {64}});
   auto y = b.reduce(b.mul(b.unary("stablehlo.exponential", x), x), b.constant(0, DType::F32), {0}, "stablehlo.add");
@@ -269,84 +217,8 @@ TEST(quick_compiles_compute_what_full_compiles_do) {
   EXPECT(runtime::Client::get().quick_compiles());
 }
 
-// Every placement kind (contiguous range, strided slice, permutation, broadcast, gather) read and
-// written at a runtime offset gives what the same view with its offset as a constant gives.
-TEST(views_at_runtime_offsets_equal_views_at_constant_offsets) {
-  if (g_plugin.empty()) return;
-  struct Case {
-    Dims sizes, strides;
-  };
-  const std::vector<Case> cases = {{{2, 3}, {3, 1}}, {{3, 2}, {6, 2}}, {{3, 4}, {1, 3}}, {{3, 4}, {0, 1}},
-                                   {{2, 2}, {5, 3}}, {{4}, {7}}};
-  std::vector<float> base(48);
-  for (int i = 0; i < 48; ++i) base[i] = static_cast<float>(i);
-  for (const Case& c : cases) {
-    for (int64_t offset : {0, 1, 4, 9}) {
-      lowering::ViewLayout layout{c.sizes, c.strides, offset};
-      if (!lowering::offset_is_runtime(layout, 48)) continue;
-      for (bool write : {false, true}) {
-        if (write && (c.strides[0] == 0 || c.strides[1 % c.strides.size()] == 0)) continue;
-        auto build = [&](bool runtime) {
-          hlo::Builder b;
-          auto x = b.parameter({DType::F32, {48}});
-          hlo::Value start = runtime ? b.parameter({DType::I64, {}}) : hlo::Value{};
-          auto view = lowering::read_view(b, x, layout, start);
-          if (!write) return b.module_text({view});
-          auto doubled = b.add(view, view);
-          return b.module_text({lowering::write_view(b, x, doubled, layout, start)});
-        };
-        TensorType result{DType::F32, write ? Dims{48} : c.sizes};
-        auto constant = run_f32(build(false), base, {}, result, true);
-        auto runtime = run_f32(build(true), base, {offset}, result, true);
-        EXPECT(constant == runtime);
-      }
-    }
-  }
-}
-
-// A padded view whose strides are constants, read and written as a (strided) range, gives what
-// the element-by-element gather and scatter give; a write leaves what its padding covers as it was.
-TEST(padded_views_as_ranges_equal_padded_views_by_element) {
-  if (g_plugin.empty()) return;
-  struct Case {
-    Dims real, bucket, strides;
-    uint64_t padded;
-    int64_t offset;
-  };
-  // Rows of a [n, 12] storage (q of a split qkv), a transposed [n, 2, 2] head view, a row slice.
-  const std::vector<Case> cases = {{{3, 4}, {4, 4}, {12, 1}, 1, 0},
-                                   {{3, 4}, {4, 4}, {12, 1}, 1, 8},
-                                   {{2, 3, 2}, {2, 4, 2}, {2, 4, 1}, 2, 0},
-                                   {{5}, {8}, {3}, 1, 1}};
-  std::vector<float> base(48);
-  for (int i = 0; i < 48; ++i) base[i] = static_cast<float>(i);
-  for (const Case& c : cases) {
-    EXPECT(lowering::fits_window(c.bucket, c.strides, c.offset, 48, true));
-    for (bool write : {false, true}) {
-      auto build = [&](bool window) {
-        hlo::Builder b;
-        auto x = b.parameter({DType::F32, {48}});
-        lowering::RuntimeLayout layout{c.bucket, c.padded, false, window ? c.strides : Dims{}, {}, {}, {}};
-        layout.offset = b.parameter({DType::I64, {}});
-        for (size_t d = 0; d < c.bucket.size(); ++d) layout.runtime_sizes.push_back(b.parameter({DType::I64, {}}));
-        for (size_t d = 0; d < c.bucket.size(); ++d) layout.strides.push_back(b.parameter({DType::I64, {}}));
-        auto view = lowering::read_padded_view(b, x, layout, 0.0);
-        if (!write) return b.module_text({view});
-        return b.module_text({lowering::write_padded_view(b, x, b.add(view, b.full(100.0, b.type(view))), layout)});
-      };
-      std::vector<int64_t> scalars{c.offset};
-      scalars.insert(scalars.end(), c.real.begin(), c.real.end());
-      scalars.insert(scalars.end(), c.strides.begin(), c.strides.end());
-      TensorType result{DType::F32, write ? Dims{48} : c.bucket};
-      EXPECT(run_f32(build(true), base, scalars, result, true) == run_f32(build(false), base, scalars, result, true));
-    }
-  }
-  // A bucket that would reach past the storage from its offset is not a range.
-  EXPECT(!lowering::fits_window({8}, {3}, 30, 48, false));
-}
-
 TEST(runtime_reports_compile_errors_with_pjrt_message) {
-  if (g_plugin.empty()) return;
+  REQUIRE_PLUGIN();
   auto& client = runtime::Client::get();
   bool threw = false;
   try {
@@ -358,7 +230,7 @@ TEST(runtime_reports_compile_errors_with_pjrt_message) {
 }
 
 TEST(replicas_meet_and_reduce_across_devices) {
-  if (g_plugin.empty()) return;
+  REQUIRE_PLUGIN();
   auto& client = runtime::Client::get();
   distributed::CollectiveSpec spec;
   spec.replicas = 2;
@@ -393,59 +265,4 @@ TEST(replicas_meet_and_reduce_across_devices) {
   EXPECT(!results[0] && !results[1]);
 }
 
-TEST(cache_entry_round_trip_and_damage) {
-  cache::Program program;
-  program.parameters = {{cache::Program::Parameter::Source::Storage, 0},
-                        {cache::Program::Parameter::Source::Number, 3},
-                        {cache::Program::Parameter::Source::RngState, 1}};
-  program.output_types = {{DType::F32, {2, 3}}, {DType::I64, {}}};
-  program.output_storages = {0, 2};
-  program.output_dtypes = {DType::F32, DType::BF16};
-  program.quick = std::make_shared<cache::Program::QuickTier>();
-  program.quick->text = "module {}";
-  program.quick->elements_per_run = 6;
-  const std::string key = std::string("prefix\0program", 14);
-  const std::string bytes = cache::encode_entry(key, program, "EXECUTABLE");
-
-  cache::Program back;
-  std::string executable;
-  EXPECT(cache::decode_entry(bytes, key, back, executable).empty());
-  EXPECT(executable == "EXECUTABLE");
-  EXPECT(back.parameters.size() == 3 && back.parameters[1].index == 3 &&
-         back.parameters[2].source == cache::Program::Parameter::Source::RngState);
-  EXPECT(back.output_types == program.output_types);
-  EXPECT(back.output_storages == program.output_storages && back.output_dtypes == program.output_dtypes);
-  // A quick program loaded from the disk can still be upgraded: it keeps its text and its work.
-  EXPECT(back.quick && back.quick->text == "module {}" && back.quick->elements_per_run == 6);
-
-  EXPECT(contains(cache::decode_entry(bytes.substr(0, bytes.size() - 1), key, back, executable), "truncated"));
-  EXPECT(contains(cache::decode_entry(bytes.substr(0, 10), key, back, executable), "truncated"));
-  std::string flipped = bytes;
-  flipped[flipped.size() - 3] ^= 1;
-  EXPECT(contains(cache::decode_entry(flipped, key, back, executable), "checksum"));
-  std::string foreign = bytes;
-  foreign[8] = 7;
-  EXPECT(contains(cache::decode_entry(foreign, key, back, executable), "format 7"));
-  EXPECT(contains(cache::decode_entry(bytes, key + "x", back, executable), "another program"));
-  EXPECT(cache::decode_entry(bytes, "", back, executable).empty());
-  EXPECT(cache::fnv1a64(std::string("a")) == 0xaf63dc4c8601ec8cULL);
-}
-
-int main(int argc, char** argv) {
-  if (argc > 1) g_plugin = argv[1];
-  for (auto& [name, fn] : registry()) {
-    try {
-      fn();
-      ++g_passed;
-      std::printf("PASS %s\n", name.c_str());
-    } catch (const Failure& f) {
-      ++g_failures;
-      std::printf("FAIL %s: %s\n", name.c_str(), f.what.c_str());
-    } catch (const std::exception& e) {
-      ++g_failures;
-      std::printf("FAIL %s: exception %s\n", name.c_str(), e.what());
-    }
-  }
-  std::printf("%d passed, %d failed\n", g_passed, g_failures);
-  return g_failures ? 1 : 0;
-}
+int main(int argc, char** argv) { return run_all_tests(argc, argv); }
