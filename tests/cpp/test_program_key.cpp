@@ -11,6 +11,7 @@
 
 #include "exec/padding.h"
 #include "exec/program_key.h"
+#include "exec/storage_state.h"
 #include "test_harness.h"
 
 using namespace tpu;
@@ -22,9 +23,8 @@ using lowering::Arg;
 using Kind = Arg::Kind;
 
 exec::StoragePtr storage_of(int64_t elements) {
-  auto s = std::make_shared<exec::Storage>();
-  s->nbytes = elements * itemsize(DType::F32);
-  s->dtype = DType::F32;
+  auto s = std::make_shared<exec::Storage>(0, elements * itemsize(DType::F32));
+  exec::state_of(*s).dtype = DType::F32;
   return s;
 }
 
@@ -101,7 +101,7 @@ TEST(keys_change_with_everything_that_shapes_the_program) {
       // Placed like "runtime-placed view" below, by a runtime offset: only the stride differs.
       {"row stride", [](exec::OpCall& c) { c.inputs[0].layout = {{2, 3}, {6, 1}, 0}; }},
       {"storage length", [](exec::OpCall& c) { c.inputs[0].storage = storage_of(13); }},
-      {"storage room", [](exec::OpCall& c) { c.inputs[0].storage->spare_bytes = 64; }},
+      {"storage room", [](exec::OpCall& c) { exec::state_of(*c.inputs[0].storage).spare_bytes = 64; }},
       {"aliased inputs", [](exec::OpCall& c) { c.inputs[1].storage = c.inputs[0].storage; }},
       {"in-place destination", [](exec::OpCall& c) { c.destinations[0].storage = c.inputs[0].storage; }},
       {"no destination", [](exec::OpCall& c) { c.destinations[0].storage = nullptr; }},
@@ -134,7 +134,7 @@ TEST(keys_change_with_everything_that_shapes_the_program) {
   if (have_plugin()) {
     exec::OpCall call = add_call();
     std::vector<float> zeros(12, 0.0f);
-    call.inputs[0].storage->buffer = runtime::Client::get().from_host(zeros.data(), {DType::F32, {12}}, 0);
+    exec::state_of(*call.inputs[0].storage).buffer = runtime::Client::get().from_host(zeros.data(), {DType::F32, {12}}, 0);
     EXPECT(!seen.count(key_of(call).key));
   }
 }
@@ -179,7 +179,7 @@ exec::OpCall padded_add(int64_t rows, int64_t bucket) {
   exec::OpCall call = add_call();
   auto fill = [&](exec::TensorView& view) {
     view.storage = storage_of(rows * 3);
-    view.storage->spare_bytes = (bucket - rows) * 3 * itemsize(DType::F32);
+    exec::state_of(*view.storage).spare_bytes = (bucket - rows) * 3 * itemsize(DType::F32);
     view.layout = {{rows, 3}, {3, 1}, 0};
   };
   for (auto& view : call.inputs) fill(view);
