@@ -3,6 +3,7 @@ device interface, pinned host memory, and the clear refusals (graph capture, qua
 each behaves as its torch.cuda counterpart does or says what to use instead."""
 import pytest
 import torch
+import torch_tpu
 from torch.utils.data import DataLoader, TensorDataset
 
 
@@ -20,6 +21,18 @@ def test_memory_snapshot_holds_the_live_storages():
     segments = torch.tpu.memory_snapshot()
     assert any(s["device"] == 0 and s["total_size"] >= x.untyped_storage().nbytes() for s in segments)
     assert all(sum(b["size"] for b in s["blocks"]) == s["total_size"] for s in segments)
+
+
+def test_the_device_of_a_data_pointer_is_the_device_that_allocated_it():
+    tensors = [torch.empty(64, device=f"tpu:{d}") for d in range(torch.tpu.device_count())]
+    # Whatever the current device: the pointer's reserved range names its device.
+    for current in range(torch.tpu.device_count()):
+        with torch.tpu.device(current):
+            for d, t in enumerate(tensors):
+                assert torch_tpu._C._device_of_pointer(t.data_ptr()) == d
+                assert torch_tpu._C._device_of_pointer(t[7:].data_ptr()) == d
+    with pytest.raises(RuntimeError, match="not handed out by the tpu allocator"):
+        torch_tpu._C._device_of_pointer(torch.empty(4).data_ptr())
 
 
 def test_capabilities_and_architectures():

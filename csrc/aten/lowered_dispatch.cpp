@@ -18,6 +18,7 @@
 #include "aten/argument_checks.h"
 #include "aten/cpu_fallback.h"
 #include "aten/device_checks.h"
+#include "aten/generator.h"
 #include "aten/meta_results.h"
 #include "aten/op_adapters.h"
 #include "aten/tpu_tensor.h"

@@ -1,5 +1,6 @@
 // torch_tpu._C: the few entry points the Python layer needs. Everything here is thin glue.
 #include <Python.h>
+#include <ATen/Context.h>
 #include <frameobject.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -7,8 +8,9 @@
 
 #include "aten/backward_context.h"
 #include "aten/cpu_fallback.h"
-#include "aten/op_adapters.h"
 #include "aten/device_checks.h"
+#include "aten/generator.h"
+#include "aten/op_adapters.h"
 #include "aten/pinned_memory.h"
 #include "aten/tpu_tensor.h"
 #include "cache/program_cache.h"
@@ -168,6 +170,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_metrics", [] { tpu::exec::reset_counters(); });
   m.def("_forget_shape_history", [] { tpu::exec::forget_shape_history(); });
   m.def("_clear_program_cache", [] { tpu::cache::ProgramCache::get().clear(); });
+  // PyTorch's own query (at::from_blob without a device asks it), through the hooks.
+  m.def("_device_of_pointer", [](uintptr_t pointer) {
+    return static_cast<int>(at::globalContext()
+                                .getDeviceFromPtr(reinterpret_cast<void*>(pointer), c10::DeviceType::PrivateUse1)
+                                .index());
+  });
   m.def("_fallback_counts", [] { return tpu::aten::fallback_counts(); });
   m.def("_reset_fallback_counts", [] { tpu::aten::reset_fallback_counts(); });
   // The per-op adapter table, so that a test can hold each entry to its reason and its test.
