@@ -1,0 +1,86 @@
+"""The command line, `python -m torch_tpu.tools.model_zoo`: it picks the architectures (--quick,
+--arch, or the whole selection interleaved by family) and the modes, then runs them with resume
+(--fresh, --rerun), prints the selection (--list), or rewrites the report from saved results
+(--report); the totals are the last line of stdout."""
+import argparse
+import json
+import os
+import sys
+
+from torch_tpu.tools.model_zoo.compare import MODES
+from torch_tpu.tools.model_zoo.report import _ordered, totals, write_results
+from torch_tpu.tools.model_zoo.selection import QUICK, _family_of, interleave_families, select
+from torch_tpu.tools.model_zoo.sweep import _quiet_transformers, _worker, run
+
+
+def main(argv=None):
+    # The package's docstring, which describes the whole tool, is the help's description.
+    summary = sys.modules[__package__].__doc__.split("\n\n")[0]
+    parser = argparse.ArgumentParser(prog="python -m torch_tpu.tools.model_zoo",
+                                     description=summary)
+    parser.add_argument("--quick", action="store_true",
+                        help=f"the fixed CI sample of {len(QUICK)} architectures")
+    parser.add_argument("--arch", default="", help="comma-separated model types")
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--out", default="model_zoo_results")
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per architecture")
+    parser.add_argument("--fresh", action="store_true", help="ignore earlier results in --out")
+    parser.add_argument("--rerun", default="",
+                        help="with resume, also run again: na (not applicable), failed, or both")
+    parser.add_argument("--list", action="store_true", help="print the selection and exit")
+    parser.add_argument("--report", action="store_true",
+                        help="run nothing: rewrite the table and totals from the results in --out")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        _worker()
+        return
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        parser.error(f"unknown modes {unknown}; use {','.join(MODES)}")
+    _quiet_transformers()
+    selection = select()
+    if args.arch:
+        archs = [a.strip() for a in args.arch.split(",") if a.strip()]
+    elif args.quick:
+        archs = list(QUICK)
+    else:
+        archs = interleave_families(selection)
+    if args.list:
+        tasks = {t: (task, cls) for t, task, cls in selection}
+        for model_type in archs:
+            task, cls = tasks.get(model_type, ("-", "-"))
+            print(f"{model_type}\t{task}\t{cls}")
+        return
+    command = "python -m torch_tpu.tools.model_zoo" + (" --quick" if args.quick else "") + \
+        (f" --arch {args.arch}" if args.arch else "")
+    if args.report:
+        path = os.path.join(args.out, "model_zoo.json")
+        with open(path) as f:
+            saved = json.load(f)
+        records = _ordered({r["arch"]: r for r in saved["architectures"]}, archs)
+        records = [r for r in records if r["arch"] in archs]
+        for r in records:
+            if r.get("family", "unknown") == "unknown":
+                r["family"] = _family_of(r["arch"])
+        write_results(args.out, records, modes, saved.get("meta", {}))
+        final = totals(records, modes)
+        print(json.dumps({m: final[m] for m in modes} |
+                         {"architectures": final["architectures"],
+                          "not_applicable": final["not_applicable"]}))
+        return final
+    rerun = {r.strip() for r in args.rerun.split(",") if r.strip()}
+    if rerun - {"na", "failed"}:
+        parser.error("--rerun takes na, failed or na,failed")
+    records, t = run(archs, modes, args.out, args.jobs, args.timeout, not args.fresh,
+                     command=command, rerun=rerun)
+    print(f"wrote {os.path.join(args.out, 'model_zoo.md')}", file=sys.stderr)
+    ran = [r for r in records if r["arch"] in archs]
+    final = totals(ran, modes)
+    print(json.dumps({m: final[m] for m in modes} |
+                     {"architectures": final["architectures"],
+                      "not_applicable": final["not_applicable"]}))
+    return t
