@@ -1,7 +1,8 @@
-// Shared by the elementwise lowerings (elementwise_math.cpp, activations.cpp): the dtype rules of
+// Shared by the elementwise lowerings (elementwise_unary.cpp, elementwise_binary.cpp, activations.cpp): the dtype rules of
 // PyTorch's elementwise kernels, and the float math that StableHLO lacks.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "lowering/helpers.h"
@@ -48,6 +49,17 @@ Value splat(hlo::Builder& b, double value, Value like);
 // Any dtype; bool operands give or / and.
 Value max_propagating_nan(hlo::Builder& b, Value x, Value y);
 Value min_propagating_nan(hlo::Builder& b, Value x, Value y);
+
+Value is_negative(hlo::Builder& b, Value x);  // x < 0
+Value negate(hlo::Builder& b, Value x);
+// The sign bit of a float, which also tells -0.0 and -nan apart.
+Value sign_bit(hlo::Builder& b, Value x);
+Value trunc_float(hlo::Builder& b, Value x);  // rounds toward zero
+
+// Unsupported for a complex dtype.
+void reject_complex(const Context& ctx, DType dtype);
+// A string argument, "" when absent.
+std::string string_arg(const Context& ctx, size_t i);
 
 // erf and erfc from stablehlo ops only (XLA versions differ in whether they accept chlo.erf).
 // `x` must be F32 or F64; both are accurate to a few ulps of that dtype.

@@ -220,4 +220,28 @@ Value scatter_add_along(hlo::Builder& b, Value target, int64_t dim, Value positi
   return b.scatter(target, b.reshape(positions, {count, 1}), updates, s, "stablehlo.add");
 }
 
+Value coordinates_along(hlo::Builder& b, Value index, int64_t dim, int64_t rank) {
+  Dims shape = b.dims(index);
+  Dims column = shape;
+  column.push_back(1);
+  std::vector<Value> coordinates;
+  for (int64_t d = 0; d < rank; ++d) {
+    Value c = d == dim ? b.convert(index, DType::I64) : b.iota({DType::I64, shape}, d);
+    coordinates.push_back(b.reshape(c, column));
+  }
+  return b.concatenate(coordinates, rank);
+}
+
+DType float_compute_type(const Context& ctx, size_t i) {
+  DType dtype = ctx.b.dtype(ctx.tensor(i));
+  if (!is_floating(dtype)) throw Unsupported(ctx.op + ": " + mlir_name(dtype) + " is not lowered");
+  return accumulation_type(dtype);
+}
+
+Value per_channel(Context& ctx, size_t i, DType dtype, const Dims& shape, int64_t channel_dim) {
+  if (!ctx.has(i)) return {};
+  Value v = ctx.b.convert(ctx.tensor(i), dtype);
+  return ctx.b.broadcast_in_dim(ctx.b.reshape(v, {numel(ctx.b.dims(v))}), shape, {channel_dim});
+}
+
 }  // namespace tpu::lowering

@@ -55,11 +55,21 @@ Value gather_along(hlo::Builder& b, Value x, int64_t dim, Value positions);
 // gather_along when target is zeros).
 Value scatter_add_along(hlo::Builder& b, Value target, int64_t dim, Value positions, Value updates);
 
+// The [*index_shape, rank] coordinates that address x[..., index, ...] along `dim` of a rank-`rank`
+// x, with the other coordinates running over index's own positions (gather / scatter along a dim).
+Value coordinates_along(hlo::Builder& b, Value index, int64_t dim, int64_t rank);
+
 // A rank-0 bool: does any index lie outside [lowest, size) (other than `allowed`, such as
 // nll_loss's ignore_index)? XLA clamps such indices in a gather and drops them in a scatter,
 // where CPU raises; this is the flag of a checked lowering.
 Value any_outside(hlo::Builder& b, Value index, int64_t lowest, int64_t size,
                   std::optional<int64_t> allowed = std::nullopt);
+
+// The dtype to compute a floating-point op of args[i] in (its accumulation type); Unsupported for
+// integer tensors.
+DType float_compute_type(const Context& ctx, size_t i);
+// An optional per-channel tensor args[i] laid along dim `channel_dim` of `shape`, or nothing.
+Value per_channel(Context& ctx, size_t i, DType dtype, const Dims& shape, int64_t channel_dim);
 
 // True where a float is NaN (x != x).
 Value is_nan(hlo::Builder& b, Value x);

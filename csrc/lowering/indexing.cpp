@@ -1,6 +1,6 @@
-// Indexing and rearranging: cat, index_select, gather, scatter, scatter_add, scatter_reduce,
-// index_add, advanced indexing (index.Tensor, index_put), constant_pad_nd, flip, roll,
-// tril / triu, arange, clone, sort and topk.
+// Indexing: index_select, gather, scatter, scatter_add, scatter_reduce, index_add, index_reduce,
+// index_copy, index_fill, take, put, max_unpool, and advanced indexing (index.Tensor, index_put).
+// Indices out of range raise on the host through the device flag each checked lowering returns.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -22,65 +22,6 @@ std::string accumulate_combiner(DType dtype, bool multiply = false) {
 }
 
 Value any_of(Builder& b, Value x, Value y) { return b.binary("stablehlo.or", x, y); }
-
-// cat(tensors, dim): every input converted to the result dtype. Inputs without elements add
-// nothing, which also drops the legacy 1-D empty tensors whatever the others' shape.
-std::vector<Value> lower_cat(Context& ctx) {
-  Builder& b = ctx.b;
-  const Output& out = ctx.outputs.at(0);
-  if (numel(out.dims) == 0) return {b.zeros(ctx.out_type())};
-  int64_t dim = wrap_dim(ctx.int_arg(1, 0), static_cast<int64_t>(out.dims.size()));
-  const Arg& tensors = ctx.arg(0);
-  bool moves = false;  // a part's real size along `dim` is a runtime value: so is where the next one starts
-  for (uint64_t padded : tensors.padded_dims) moves |= (padded >> dim & 1) != 0;
-  std::vector<Value> parts;
-  std::vector<Value> lengths;
-  for (size_t i = 0; i < tensors.values.size(); ++i) {
-    Value v = tensors.values[i];
-    if (!v.valid() || numel(b.dims(v)) == 0) continue;
-    parts.push_back(b.convert(v, out.dtype));
-    if (moves) lengths.push_back(tensors.runtime_sizes.at(i).at(dim));
-  }
-  if (!moves) {
-    Value joined = b.concatenate(parts, dim);
-    // Exact parts of a result padded along `dim` (its bucket is larger than their sum).
-    int64_t short_by = out.dims[dim] - b.dims(joined)[dim];
-    if (short_by > 0) {
-      Dims high(out.dims.size(), 0);
-      high[dim] = short_by;
-      joined = b.pad(joined, b.constant(0, b.dtype(joined)), Dims(out.dims.size(), 0), high, Dims(out.dims.size(), 0));
-    }
-    return {as_output(ctx, joined)};
-  }
-  // Each part lands where the real elements before it end, over the padding of the one before.
-  Dims room = out.dims;
-  room[dim] = 0;
-  for (Value part : parts) room[dim] += b.dims(part)[dim];
-  room[dim] = std::max(room[dim], out.dims[dim]);
-  Value placed = b.zeros({out.dtype, room});
-  Value zero = b.constant(0, DType::I64), start = zero;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    std::vector<Value> starts(room.size(), zero);
-    starts[dim] = start;
-    placed = b.dynamic_update_slice(placed, parts[i], starts);
-    start = b.add(start, lengths[i]);
-  }
-  return {b.slice(placed, Dims(room.size(), 0), out.dims, Dims(room.size(), 1))};
-}
-
-// The [*index_shape, rank] coordinates that address self[..., index, ...] along `dim`, with the
-// other coordinates running over index's own positions (gather / scatter along a dim).
-Value coordinates_along(Builder& b, Value index, int64_t dim, int64_t rank) {
-  Dims shape = b.dims(index);
-  Dims column = shape;
-  column.push_back(1);
-  std::vector<Value> coordinates;
-  for (int64_t d = 0; d < rank; ++d) {
-    Value c = d == dim ? b.convert(index, DType::I64) : b.iota({DType::I64, shape}, d);
-    coordinates.push_back(b.reshape(c, column));
-  }
-  return b.concatenate(coordinates, rank);
-}
 
 // index_select(self, dim, index)
 std::vector<Value> lower_index_select(Context& ctx) {
@@ -285,20 +226,6 @@ std::vector<Value> lower_index_fill(Context& ctx) {
   Value where = b.broadcast_in_dim(hit, b.dims(self), {dim});
   Value fill = cast_to(b, b.reshape(ctx.tensor(3), {}), b.dtype(self), b.dims(self));
   return {as_output(ctx, b.select(where, fill, self)), bad};
-}
-
-// channel_shuffle(self, groups): channels [g, C/g] become [C/g, g].
-std::vector<Value> lower_channel_shuffle(Context& ctx) {
-  Builder& b = ctx.b;
-  Value x = ctx.tensor(0);
-  int64_t groups = ctx.int_arg(1, 1);
-  Dims d = b.dims(x);
-  if (d.size() < 2 || groups <= 0 || d[1] % groups != 0) throw Unsupported(ctx.op + ": arguments");
-  Dims split = {d[0], groups, d[1] / groups};
-  split.insert(split.end(), d.begin() + 2, d.end());
-  Dims perm = all_dims(static_cast<int64_t>(split.size()));
-  std::swap(perm[1], perm[2]);
-  return {as_output(ctx, b.reshape(b.transpose(b.reshape(x, split), perm), d))};
 }
 
 // max_unpool2d(self, indices, output_size) and max_unpool3d(self, indices, output_size, stride,
@@ -552,233 +479,8 @@ std::vector<Value> lower_index_put(Context& ctx) {
   return {as_output(ctx, b.scatter(self, a.points, updates, s, combiner)), a.out_of_range};
 }
 
-// constant_pad_nd(self, pad, value): pad pairs run from the last dim backwards; negative
-// amounts crop.
-std::vector<Value> lower_constant_pad_nd(Context& ctx) {
-  Builder& b = ctx.b;
-  Value x = ctx.tensor(0);
-  const Dims& pad = ctx.arg(1).ints;
-  int64_t rank = b.rank(x);
-  if (pad.size() % 2 != 0 || static_cast<int64_t>(pad.size()) > 2 * rank) {
-    throw Unsupported(ctx.op + ": malformed pad");
-  }
-  Dims low(rank, 0), high(rank, 0);
-  for (size_t i = 0; i < pad.size() / 2; ++i) {
-    int64_t d = rank - 1 - static_cast<int64_t>(i);
-    low[d] = pad[2 * i];
-    high[d] = pad[2 * i + 1];
-  }
-  Value fill = ctx.has(2) ? b.convert(b.reshape(ctx.tensor(2), {}), b.dtype(x))
-                          : b.constant(0, b.dtype(x));
-  if (numel(ctx.outputs.at(0).dims) == 0) return {b.zeros(ctx.out_type())};
-  return {as_output(ctx, b.pad(x, fill, low, high, Dims(rank, 0)))};
-}
-
-// flip(self, dims)
-std::vector<Value> lower_flip(Context& ctx) {
-  Builder& b = ctx.b;
-  Value x = ctx.tensor(0);
-  if (b.rank(x) == 0) return {as_output(ctx, x)};
-  Dims dims;
-  for (int64_t d : ctx.arg(1).ints) dims.push_back(wrap_dim(d, b.rank(x)));
-  return {as_output(ctx, b.reverse(x, dims))};
-}
-
-Value roll_dim(Builder& b, Value x, int64_t dim, int64_t shift) {
-  int64_t n = b.dims(x)[dim];
-  if (n == 0) return x;
-  int64_t s = ((shift % n) + n) % n;
-  if (s == 0) return x;
-  int64_t rank = b.rank(x);
-  Dims start(rank, 0), limit = b.dims(x), strides(rank, 1);
-  start[dim] = n - s;
-  Value tail = b.slice(x, start, limit, strides);
-  start[dim] = 0;
-  limit[dim] = n - s;
-  Value head = b.slice(x, start, limit, strides);
-  return b.concatenate({tail, head}, dim);
-}
-
-// roll(self, shifts, dims): no dims rolls the flattened tensor.
-std::vector<Value> lower_roll(Context& ctx) {
-  Builder& b = ctx.b;
-  Value x = ctx.tensor(0);
-  const Dims& shifts = ctx.arg(1).ints;
-  const Dims& dims = ctx.has(2) ? ctx.arg(2).ints : Dims{};
-  if (dims.empty()) {
-    if (shifts.size() != 1) throw Unsupported(ctx.op + ": shifts without dims");
-    Value flat = b.reshape(x, {numel(b.dims(x))});
-    return {as_output(ctx, roll_dim(b, flat, 0, shifts[0]))};
-  }
-  if (shifts.size() != dims.size()) throw Unsupported(ctx.op + ": shifts and dims differ");
-  for (size_t i = 0; i < dims.size(); ++i) {
-    x = roll_dim(b, x, wrap_dim(dims[i], b.rank(x)), shifts[i]);
-  }
-  return {as_output(ctx, x)};
-}
-
-// tril / triu(self, diagonal): keep elements on one side of a diagonal of the last two dims.
-std::vector<Value> triangle(Context& ctx, bool lower) {
-  Builder& b = ctx.b;
-  Value x = ctx.tensor(0);
-  int64_t rank = b.rank(x);
-  if (rank < 2) throw Unsupported(ctx.op + ": rank < 2");
-  TensorType positions{DType::I64, b.dims(x)};
-  Value offset = b.sub(b.iota(positions, rank - 1), b.iota(positions, rank - 2));
-  Value diagonal = b.full(static_cast<double>(ctx.int_arg(1, 0)), positions);
-  Value keep = b.compare(offset, diagonal, lower ? "LE" : "GE");
-  return {as_output(ctx, b.select(keep, x, b.zeros(b.type(x))))};
-}
-
-std::vector<Value> lower_tril(Context& ctx) { return triangle(ctx, true); }
-std::vector<Value> lower_triu(Context& ctx) { return triangle(ctx, false); }
-
-// arange(end), arange(start, end), arange(start, end, step): the leading numbers, with the
-// length and dtype from the meta function. Floating results are computed in f64, integer ones
-// in i64 with start and step truncated first, as PyTorch does.
-std::vector<Value> lower_arange(Context& ctx) {
-  Builder& b = ctx.b;
-  const Output& out = ctx.outputs.at(0);
-  size_t numbers = 0;
-  while (numbers < 3 && ctx.has(numbers) && ctx.arg(numbers).kind == Kind::Number) ++numbers;
-  if (numbers == 0 || out.dims.size() != 1) throw Unsupported(ctx.op + ": unexpected arguments");
-  DType compute = is_floating(out.dtype) ? DType::F64 : DType::I64;
-  if (!is_floating(out.dtype) && !is_integral(out.dtype)) throw Unsupported(ctx.op + ": dtype");
-  TensorType type{compute, out.dims};
-  Value start = numbers >= 2 ? operand_as(ctx, 0, compute, out.dims) : b.zeros(type);
-  Value step = numbers == 3 ? operand_as(ctx, 2, compute, out.dims) : b.full(1, type);
-  return {as_output(ctx, b.add(start, b.mul(b.iota(type, 0), step)))};
-}
-
-// clone(self, memory_format): the value itself; layout is the storage's business.
-std::vector<Value> lower_clone(Context& ctx) { return {as_output(ctx, ctx.tensor(0))}; }
-
-// Values sorted along `dim` with their original int64 positions; stable. NaN sorts above every
-// number, as in PyTorch.
-std::pair<Value, Value> sort_along(Builder& b, Value x, int64_t dim, bool descending) {
-  Value positions = b.iota({DType::I64, b.dims(x)}, dim);
-  TensorType scalar{b.dtype(x), {}}, index_scalar{DType::I64, {}};
-  bool floating = is_floating(b.dtype(x));
-  hlo::RegionRef comparator = b.region(
-      {scalar, scalar, index_scalar, index_scalar}, [&](Builder& r, const std::vector<Value>& a) {
-        Value lhs = a[0], rhs = a[1];
-        Value before = r.compare(lhs, rhs, descending ? "GT" : "LT");
-        if (floating) {
-          // NaN ranks above every number: last when ascending, first when descending.
-          Value lhs_nan = is_nan(r, lhs), rhs_nan = is_nan(r, rhs);
-          Value ranks_above = descending ? lhs_nan : rhs_nan;
-          Value ranks_below = r.unary("stablehlo.not", descending ? rhs_nan : lhs_nan);
-          Value nan_first = r.binary("stablehlo.and", ranks_above, ranks_below);
-          before = r.binary("stablehlo.or", before, nan_first);
-        }
-        return std::vector<Value>{before};
-      });
-  auto sorted = b.op("stablehlo.sort", {x, positions}, {b.type(x), b.type(positions)},
-                     "dimension = " + std::to_string(dim) + " : i64, is_stable = true",
-                     {comparator});
-  return {sorted[0], sorted[1]};
-}
-
-// sort(self, dim, descending) and sort.stable(self, stable, dim, descending).
-std::vector<Value> lower_sort(Context& ctx) {
-  Builder& b = ctx.b;
-  Value x = at_least_1d(b, ctx.tensor(0));
-  if (is_complex(b.dtype(x))) throw Unsupported(ctx.op + ": complex");
-  size_t dim_index = ctx.args.size() >= 4 ? 2 : 1;
-  int64_t dim = wrap_dim(ctx.int_arg(dim_index, -1), b.rank(x));
-  auto [values, indices] = sort_along(b, x, dim, ctx.bool_arg(dim_index + 1, false));
-  return {as_output(ctx, values, 0), as_output(ctx, indices, 1)};
-}
-
-// topk(self, k, dim, largest, sorted): the first k of a stable sort.
-std::vector<Value> lower_topk(Context& ctx) {
-  Builder& b = ctx.b;
-  Value x = at_least_1d(b, ctx.tensor(0));
-  if (is_complex(b.dtype(x))) throw Unsupported(ctx.op + ": complex");
-  int64_t k = ctx.int_arg(1, 1);
-  int64_t dim = wrap_dim(ctx.int_arg(2, -1), b.rank(x));
-  auto [values, indices] = sort_along(b, x, dim, ctx.bool_arg(3, true));
-  int64_t rank = b.rank(x);
-  Dims limit = b.dims(x);
-  limit[dim] = k;
-  auto first_k = [&](Value v) { return b.slice(v, Dims(rank, 0), limit, Dims(rank, 1)); };
-  return {as_output(ctx, first_k(values), 0), as_output(ctx, first_k(indices), 1)};
-}
-
-// Order statistics from a stable sort (NaN sorts last): position `position` (i64, self's shape
-// without `dim`) of the sorted values and of their original indices along dim.
-std::pair<Value, Value> sorted_at(Builder& b, Value x, int64_t dim, Value position) {
-  auto [values, indices] = sort_along(b, x, dim, false);
-  int64_t rank = b.rank(x);
-  Dims one = b.dims(x);
-  one[dim] = 1;
-  Value where = b.reshape(position, one);
-  Builder::GatherDims g{{}, all_dims(rank), all_dims(rank), rank};
-  Value points = coordinates_along(b, where, dim, rank);
-  Dims reduced = b.dims(position);
-  Value v = b.reshape(b.gather(values, points, g, Dims(rank, 1), one), reduced);
-  Value i = b.reshape(b.gather(indices, points, g, Dims(rank, 1), one), reduced);
-  return {v, i};
-}
-
-// How many non-NaN elements each slice along dim holds (i64).
-Value count_numbers(Builder& b, Value x, int64_t dim) {
-  Value numbers = is_floating(b.dtype(x)) ? b.compare(x, x, "EQ") : b.full(1, {DType::Bool, b.dims(x)});
-  return sum_over(b, b.convert(numbers, DType::I64), {dim});
-}
-
-// kthvalue(self, k, dim, keepdim): the k-th smallest along dim and its index.
-std::vector<Value> lower_kthvalue(Context& ctx) {
-  Builder& b = ctx.b;
-  Value x = at_least_1d(b, ctx.tensor(0));
-  if (is_complex(b.dtype(x))) throw Unsupported(ctx.op + ": complex");
-  int64_t dim = wrap_dim(ctx.int_arg(2, -1), b.rank(x));
-  int64_t k = ctx.int_arg(1, 1);
-  if (numel(b.dims(x)) == 0 || k < 1 || k > b.dims(x)[dim]) throw Unsupported(ctx.op + ": arguments");
-  Dims reduced = all_but(b.rank(x), dim);
-  Dims reduced_dims;
-  for (int64_t d : reduced) reduced_dims.push_back(b.dims(x)[d]);
-  auto [v, i] = sorted_at(b, x, dim, b.full(static_cast<double>(k - 1), {DType::I64, reduced_dims}));
-  return {as_output(ctx, v, 0), as_output(ctx, i, 1)};
-}
-
-// median / nanmedian, over all elements (self) -> value, or along dim (self, dim, keepdim) ->
-// (values, indices). The lower of the two middle elements; median is NaN where a slice holds a
-// NaN, nanmedian skips NaNs (NaN only for a slice of nothing else).
-template <bool skip_nan>
-std::vector<Value> lower_median(Context& ctx) {
-  Builder& b = ctx.b;
-  Value x = ctx.tensor(0);
-  if (is_complex(b.dtype(x)) || b.dtype(x) == DType::Bool) throw Unsupported(ctx.op + ": dtype");
-  bool along_dim = ctx.outputs.size() == 2;
-  int64_t dim = 0;
-  if (along_dim) {
-    x = at_least_1d(b, x);
-    dim = wrap_dim(ctx.int_arg(1, 0), b.rank(x));
-  } else {
-    x = b.reshape(x, {numel(b.dims(x))});
-  }
-  int64_t n = b.dims(x)[dim];
-  if (n == 0) throw Unsupported(ctx.op + ": empty");
-  Value numbers = count_numbers(b, x, dim);
-  TensorType t = b.type(numbers);
-  Value one = b.full(1, t), two = b.full(2, t);
-  Value position;
-  if (skip_nan) {
-    position = b.div(b.max(b.sub(numbers, one), b.zeros(t)), two);
-  } else {
-    Value middle = b.full(static_cast<double>((n - 1) / 2), t);
-    // The first NaN sits right after the numbers.
-    position = b.select(b.compare(numbers, b.full(static_cast<double>(n), t), "LT"), numbers, middle);
-  }
-  auto [v, i] = sorted_at(b, x, dim, position);
-  if (!along_dim) return {as_output(ctx, v)};
-  return {as_output(ctx, v, 0), as_output(ctx, i, 1)};
-}
-
 }  // namespace
 
-TPU_LOWERING("cat", lower_cat);
 TPU_CHECKED_LOWERING("index_select", lower_index_select);
 TPU_CHECKED_LOWERING("gather", lower_gather);
 TPU_CHECKED_LOWERING("scatter", lower_scatter);
@@ -790,25 +492,11 @@ TPU_CHECKED_LOWERING("max_unpool2d", lower_max_unpool);
 TPU_CHECKED_LOWERING("max_unpool3d", lower_max_unpool);
 TPU_LOWERING("max_pool_double_backward", lower_max_pool_double_backward);
 TPU_CHECKED_LOWERING("take", lower_take);
-TPU_LOWERING("channel_shuffle", lower_channel_shuffle);
-TPU_LOWERING("native_channel_shuffle", lower_channel_shuffle);
 TPU_CHECKED_LOWERING("put", lower_put);
 TPU_CHECKED_LOWERING("index_copy", lower_index_copy);
 TPU_CHECKED_LOWERING("index_fill", lower_index_fill);
 TPU_CHECKED_LOWERING("index", lower_index);
 TPU_CHECKED_LOWERING("index_put", lower_index_put);
 TPU_CHECKED_LOWERING("_index_put_impl", lower_index_put);
-TPU_LOWERING("constant_pad_nd", lower_constant_pad_nd);
-TPU_LOWERING("flip", lower_flip);
-TPU_LOWERING("roll", lower_roll);
-TPU_LOWERING("tril", lower_tril);
-TPU_LOWERING("triu", lower_triu);
-TPU_LOWERING("arange", lower_arange);
-TPU_LOWERING("clone", lower_clone);
-TPU_LOWERING("sort", lower_sort);
-TPU_LOWERING("topk", lower_topk);
-TPU_LOWERING("kthvalue", lower_kthvalue);
-TPU_LOWERING("median", lower_median<false>);
-TPU_LOWERING("nanmedian", lower_median<true>);
 
 }  // namespace tpu::lowering
