@@ -1,5 +1,4 @@
 #include "exec/executor.h"
-#include "exec/storage_state.h"
 
 #include <algorithm>
 #include <atomic>
@@ -13,10 +12,13 @@
 
 #include "cache/disk_cache.h"
 #include "exec/compiler.h"
+#include "exec/executor_internal.h"
+#include "exec/storage_state.h"
 #include "exec/device_queue.h"
 #include "exec/graph_cuts.h"
 #include "exec/launch.h"
 #include "exec/padding.h"
+#include "exec/padding_choice.h"
 #include "exec/program_builder.h"
 #include "exec/program_key.h"
 
@@ -24,18 +26,14 @@ namespace tpu::exec {
 
 namespace {
 
-std::atomic<Mode> g_default_mode{Mode::Strict};
-thread_local std::optional<Mode> t_mode;
-std::atomic<BackwardContextProvider> g_backward_context{nullptr};
 LocationProvider g_location = nullptr;
 std::atomic<SyncHook> g_sync_hook{nullptr};
-std::atomic<int64_t> g_ops{0}, g_flushes{0}, g_replays{0};
+std::atomic<int64_t> g_ops{0}, g_flushes{0};
 
 // Everything below is guarded by g_mutex: the lanes' pending graphs, the storages' executor
 // fields, the epochs pending and in flight. It is held for bookkeeping only: compiles and
 // debug-mode waits release it (launch.h).
 std::mutex g_mutex;
-using Lock = std::unique_lock<std::mutex>;
 // Notified when a graph in flight has run or a lane's flush ends.
 std::condition_variable g_settled;
 
@@ -89,17 +87,19 @@ std::unordered_set<std::string> g_lowerable;
 // Programs compiled per user line that ended a graph: a line that keeps compiling is warned of.
 std::map<std::string, int> g_compiles_by_site;
 
-// Inside a backward pass (on the autograd engine's threads and on the caller's): its context.
-const BackwardContext* inherited_context() {
-  BackwardContextProvider provider = g_backward_context.load();
-  return provider ? provider() : nullptr;
-}
+}  // namespace
 
 std::shared_ptr<Lane> current_lane() {
   if (const BackwardContext* context = inherited_context(); context && context->lane) return context->lane;
   if (!t_lane) t_lane = std::make_shared<Lane>();
   return t_lane;
 }
+
+std::mutex& executor_mutex() { return g_mutex; }
+int64_t flushes_of(const Lane& lane) { return lane.flushes; }
+bool graph_pending_locked(uint64_t epoch) { return g_pending.count(epoch) > 0; }
+
+namespace {
 
 Unlocker unlocker_for(Lock& lock) {
   return {[&lock] { lock.unlock(); }, [&lock] { lock.lock(); }};
@@ -140,6 +140,16 @@ class InFlightWhileUnlocked {
   uint64_t epoch_ = 0;
 };
 
+}  // namespace
+
+void execute_locked(Lock& lock, const cache::Program& program, const std::vector<Storage*>& storages,
+                    const RuntimeArguments& runtime, int device, const std::string& blame) {
+  InFlightWhileUnlocked in_flight(lock, storages);
+  execute(program, storages, runtime, device, current_mode() == Mode::Debug, blame, in_flight.unlocker());
+}
+
+namespace {
+
 std::vector<const Storage*> storages_of(const OpCall& call) {
   std::vector<const Storage*> storages;
   for (const auto& view : call.inputs) storages.push_back(view.storage.get());
@@ -176,11 +186,12 @@ int64_t fused_op_bound() {
   return std::min<int64_t>(g_max_pending, std::max<int64_t>(kMinBoundedOps, static_cast<int64_t>(by_cost)));
 }
 
-void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char* reason, size_t cut = SIZE_MAX);
 
 // Waits until no graph but `own_lane`'s pending one holds any of `storages`: a graph pending in
 // another lane is run (in this one too when `own_lane` is null), one in flight is waited for.
 // True when it had to let the lock go, so that the caller checks its own state again.
+}  // namespace
+
 bool settle_locked(Lock& lock, const std::vector<const Storage*>& storages, const Lane* own_lane) {
   // One thread, strict or fused: nothing but its own graph can hold a storage.
   bool only_own = g_pending.empty() ||
@@ -208,89 +219,14 @@ bool settle_locked(Lock& lock, const std::vector<const Storage*>& storages, cons
   return released;
 }
 
-// The graph torch.compile is capturing on this thread (see begin_capture).
-struct CaptureState {
-  bool active = false;
-  bool sizes_vary = false;
-  int64_t flushes_at_begin = 0;
-  bool flushed_here = false;
-  std::shared_ptr<Capture> result;
-};
-thread_local CaptureState t_capture;
+namespace {
 
-// Called before the graph's launch, while the storages still hold the state it was built for.
-std::shared_ptr<Capture> make_capture(const std::vector<OpCall>& calls, const StorageSet& storages,
-                                      const std::vector<int64_t>& offsets, int device) {
-  auto capture = std::make_shared<Capture>();
-  RuntimeArguments runtime(calls, offsets);
-  if (!runtime.rng_states.empty()) return nullptr;  // each run must draw new random numbers
-  // The set holds raw pointers; the calls hold the owning references.
-  std::unordered_map<const Storage*, StoragePtr> owners;
-  for (const OpCall& call : calls) {
-    for (const auto& view : call.inputs) owners.emplace(view.storage.get(), view.storage);
-    for (const auto& view : call.destinations) {
-      if (view.storage) owners.emplace(view.storage.get(), view.storage);
-    }
-  }
-  for (const Storage* s : storages.items()) {
-    // A call whose trial lowering failed leaves its storages in the set without a call using them.
-    auto owner = owners.find(s);
-    capture->storages.push_back(owner == owners.end() ? nullptr : owner->second);
-    const StorageState& state = state_of(*s);
-    capture->states.push_back({state.buffer != nullptr, state.dtype, s->value_bytes()});
-  }
-  capture->numbers = std::move(runtime.numbers);
-  capture->offsets = std::move(runtime.offsets);
-  capture->device = device;
-  capture->blame = blame(calls.back());
-  return capture;
-}
+
 
 
 void warn_if_site_keeps_compiling(const std::string& site);
 void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call);
 void run_one_by_one_locked(Lock& lock, const std::vector<OpCall>& calls);
-
-// Chooses between the exact program of `calls` (`key`, `offsets`) and the one that serves their
-// buckets (exec/padding.h); for the latter, marks the calls padded and replaces key and offsets.
-// `growing`: the calls are an iteration of a loop whose sizes grow, which pads at once.
-void choose_padding(std::vector<OpCall>& calls, StorageSet& storages, std::string& key,
-                    std::vector<int64_t>& offsets, const KeepSet& keep, bool growing = false) {
-  bool any = false;
-  for (const OpCall& call : calls) any |= call.padding != nullptr;
-  if (!any || cache::ProgramCache::get().find_in_memory(launch_key(key, storages, keep))) return;
-  std::string padded_key;
-  std::vector<int64_t> padded_offsets;
-  PaddedWrites writes;
-  for (OpCall& call : calls) {
-    call.padded = call.padding != nullptr;
-    append_padded_call_key(padded_key, call, storages, padded_offsets, writes);
-  }
-  if (prefer_padded(padded_key, key, growing)) {
-    key = std::move(padded_key);
-    offsets = std::move(padded_offsets);
-    return;
-  }
-  for (OpCall& call : calls) call.padded = false;
-}
-
-// The padded program of `calls` (`padded_key`) failed to build or compile: neither it nor, after
-// a few such failures, the op whose padded lowering fails is tried again. The calls are lowered
-// again in one program, as the failed build did, so that each reads the padded values of the
-// calls before it: the first that throws is the one to blame.
-void decline_failed_padding(std::vector<OpCall>& calls, const StorageSet& storages, const std::string& padded_key) {
-  decline_padded_key(padded_key);
-  ProgramBuilder trial(storages);
-  for (const OpCall& call : calls) {
-    try {
-      trial.lower(call);
-    } catch (const std::exception&) {
-      if (call.padded) decline_padding(call);
-      break;
-    }
-  }
-  for (OpCall& call : calls) call.padded = false;
-}
 
 // Records the rest of a cut graph again; what it reads stays a result of any graph flushed
 // meanwhile (`reads`: its storages).
@@ -307,8 +243,11 @@ void rerecord(Lock& lock, const std::shared_ptr<Lane>& lane, std::vector<OpCall>
   for (OpCall& call : rest) record_locked(lock, lane, std::move(call));
 }
 
+}  // namespace
+
 // Runs the first `cut` calls of `lane`'s pending graph as one program (all of them by default)
 // and records the rest again as the start of its next graph.
+
 void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char* reason, size_t cut) {
   g_settled.wait(lock, [&] { return !lane->flushing; });
   PendingGraph& graph = lane->graph;
@@ -357,13 +296,13 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
   // sized to their buckets: a padded graph compiles several times slower (its views are gathers
   // and scatters at runtime offsets), which only reuse repays (Llama's generate() in fused mode,
   // where each decode step's graph differs, took 121 s padding at once against 22 s exact).
-  bool growing = std::string(reason) == "loop iteration" || (t_capture.active && t_capture.sizes_vary);
+  bool growing = std::string(reason) == "loop iteration" || (thread_capture().active && thread_capture().sizes_vary);
   choose_padding(calls, *storages, key, offsets, read_later, growing);
   std::string chosen_key = key;
   std::shared_ptr<Capture> capture;
-  ProgramKind kind = t_capture.active ? ProgramKind::CompiledGraph : ProgramKind::FusedGraph;
-  if (t_capture.active && !t_capture.flushed_here) {
-    t_capture.flushed_here = true;
+  ProgramKind kind = thread_capture().active ? ProgramKind::CompiledGraph : ProgramKind::FusedGraph;
+  if (thread_capture().active && !thread_capture().flushed_here) {
+    thread_capture().flushed_here = true;
     capture = make_capture(calls, *storages, offsets, device);
   }
   Launched launched;
@@ -399,10 +338,12 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
   }
   if (capture) {
     capture->program = launched.program;
-    t_capture.result = std::move(capture);
+    thread_capture().result = std::move(capture);
   }
   rerecord(lock, lane, rest, read_later);
 }
+
+namespace {
 
 // The storages of `calls` are in flight already (their graph's epoch).
 void run_one_by_one_locked(Lock& lock, const std::vector<OpCall>& calls) {
@@ -438,7 +379,7 @@ void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call)
     graph.epoch = g_next_epoch++;
     graph.storages = std::make_unique<StorageSet>();
   }
-  plan_padding(call, t_capture.active && t_capture.sizes_vary);
+  plan_padding(call, thread_capture().active && thread_capture().sizes_vary);
   size_t start = graph.key.size();
   size_t offsets_start = graph.offsets.size();
   append_call_key(graph.key, call, *graph.storages, graph.offsets);
@@ -506,26 +447,6 @@ void warn_if_site_keeps_compiling(const std::string& site) {
 }
 
 }  // namespace
-
-Mode current_mode() {
-  if (t_mode) return *t_mode;  // a mode the thread chose, even inside a backward pass
-  if (const BackwardContext* context = inherited_context()) return context->mode;
-  return g_default_mode.load();
-}
-void set_mode(Mode mode) { t_mode = mode; }
-void set_default_mode(Mode mode) { g_default_mode = mode; }
-int swap_thread_mode(int mode) {
-  int previous = t_mode ? static_cast<int>(*t_mode) : -1;
-  if (mode < 0) {
-    t_mode.reset();
-  } else {
-    t_mode = static_cast<Mode>(mode);
-  }
-  return previous;
-}
-
-BackwardContext backward_context() { return {current_mode(), current_lane()}; }
-void set_backward_context_provider(BackwardContextProvider provider) { g_backward_context = provider; }
 
 void set_location_provider(LocationProvider provider) { g_location = provider; }
 void set_sync_hook(SyncHook hook) { g_sync_hook = hook; }
@@ -616,120 +537,8 @@ bool idle(int device) {
   return device_idle(device);
 }
 
-void begin_capture(bool sizes_vary) {
-  std::shared_ptr<Lane> lane = current_lane();
-  Lock lock(g_mutex);
-  flush_lane_locked(lock, lane, "graph capture");
-  t_capture = CaptureState{};
-  t_capture.active = true;
-  t_capture.sizes_vary = sizes_vary;
-  t_capture.flushes_at_begin = lane->flushes;
-}
 
-std::shared_ptr<Capture> end_capture() {
-  std::shared_ptr<Lane> lane = current_lane();
-  Lock lock(g_mutex);
-  flush_lane_locked(lock, lane, "graph capture");
-  CaptureState state = std::move(t_capture);
-  t_capture = CaptureState{};
-  // Exactly one graph, flushed by this thread: anything else (a fallback op, the pending-op
-  // bound, another thread's flush) split it, and no single program replays it.
-  if (!state.active || lane->flushes != state.flushes_at_begin + 1) return nullptr;
-  return state.result;
-}
 
-StorageRoom room_of(const Storage& storage) {
-  const StorageState& state = state_of(storage);
-  return {state.spare_bytes, state.sized_to_bucket, state.grows};
-}
-
-void give_room(Storage& storage, const StorageRoom& room) {
-  StorageState& state = state_of(storage);
-  state.spare_bytes = room.spare_bytes;
-  state.sized_to_bucket = room.sized_to_bucket;
-  state.grows = room.grows;
-}
-
-void install_buffer(Storage& storage, runtime::BufferPtr buffer, DType dtype, const StorageRoom& room) {
-  Lock lock(g_mutex);
-  state_of(storage).buffer = std::move(buffer);
-  state_of(storage).dtype = dtype;
-  give_room(storage, room);
-}
-
-void extend_to_bucket(const StoragePtr& storage, int64_t bucket_bytes) {
-  StorageState& state = state_of(*storage);
-  {
-    Lock lock(g_mutex);
-    if (state.sized_to_bucket || state.exact_length || bucket_bytes < storage->nbytes) return;
-    if (bucket_bytes == storage->nbytes) {  // a full bucket: no room to add
-      state.sized_to_bucket = true;
-      return;
-    }
-  }
-  materialize(*storage);
-  DType dtype;
-  int64_t spare_bytes;
-  {
-    Lock lock(g_mutex);
-    if (!state.buffer || state.sized_to_bucket || state.exact_length) return;
-    dtype = state.dtype;
-    spare_bytes = bucket_bytes - storage->nbytes;
-    if (spare_bytes <= 0 || storage->nbytes % itemsize(dtype) != 0) return;
-  }
-  auto roomy = std::make_shared<Storage>(storage->device, storage->nbytes);
-  give_room(*roomy, {spare_bytes, /*sized_to_bucket=*/true, /*grows=*/false});
-  Dims length{storage->nbytes / itemsize(dtype)};
-  int caller_mode = swap_thread_mode(static_cast<int>(Mode::Strict));
-  try {
-    copy_view({storage, dtype, lowering::dense_layout(length)}, {roomy, dtype, lowering::dense_layout(length)});
-  } catch (...) {
-    swap_thread_mode(caller_mode);
-    throw;
-  }
-  swap_thread_mode(caller_mode);
-  materialize(*roomy);
-  Lock lock(g_mutex);
-  // Another thread gave it room first, or recorded a graph whose key holds its old length.
-  if (state.sized_to_bucket || !state_of(*roomy).buffer || g_pending.count(state.graph_epoch)) return;
-  state.buffer = state_of(*roomy).buffer;
-  give_room(*storage, room_of(*roomy));
-}
-
-bool replay(const Capture& capture, const std::vector<StoragePtr>& storages) {
-  if (storages.size() != capture.storages.size()) return false;
-  Lock lock(g_mutex);
-  std::vector<Storage*> targets(storages.size(), nullptr);
-  std::vector<const Storage*> touched;
-  for (size_t i = 0; i < storages.size(); ++i) {
-    targets[i] = storages[i].get();
-    if (targets[i]) touched.push_back(targets[i]);
-  }
-  settle_locked(lock, touched, nullptr);
-  // Only what the program reads and writes must be as it was built for.
-  auto matches = [&](int32_t index) {
-    const Storage* s = targets[index];
-    const Capture::StorageState& state = capture.states[index];
-    if (s == nullptr) return false;
-    const StorageState& now = state_of(*s);
-    return (now.buffer != nullptr) == state.had_buffer && s->value_bytes() == state.value_bytes &&
-           (!state.had_buffer || now.dtype == state.dtype) && s->device == capture.device;
-  };
-  for (const auto& parameter : capture.program->parameters) {
-    if (parameter.source == cache::Program::Parameter::Source::Storage && !matches(parameter.index)) return false;
-  }
-  for (int32_t index : capture.program->output_storages) {
-    if (!matches(index)) return false;
-  }
-  ++g_replays;
-  // Captured graphs have no random calls, hence no generator states.
-  RuntimeArguments runtime({}, capture.offsets);
-  runtime.numbers = capture.numbers;
-  InFlightWhileUnlocked in_flight(lock, targets);
-  execute(*capture.program, targets, runtime, capture.device, current_mode() == Mode::Debug, capture.blame,
-          in_flight.unlocker());
-  return true;
-}
 
 Counters counters() {
   Counters c;
@@ -742,7 +551,7 @@ Counters counters() {
   c.executions = launched.executions;
   c.program_outputs = launched.outputs;
   c.flushes = g_flushes;
-  c.replays = g_replays;
+  c.replays = replay_count();
   Lock lock(g_mutex);
   c.flush_reasons = g_flush_reasons;
   return c;
@@ -758,7 +567,7 @@ void reset_counters() {
   launched.executions = 0;
   launched.outputs = 0;
   g_flushes = 0;
-  g_replays = 0;
+  reset_replay_count();
   Lock lock(g_mutex);
   g_flush_reasons.clear();
 }

@@ -1,0 +1,50 @@
+#include "exec/padding_choice.h"
+
+#include "cache/program_cache.h"
+#include "exec/padding.h"
+#include "exec/program_builder.h"
+
+namespace tpu::exec {
+
+// Chooses between the exact program of `calls` (`key`, `offsets`) and the one that serves their
+// buckets (exec/padding.h); for the latter, marks the calls padded and replaces key and offsets.
+// `growing`: the calls are an iteration of a loop whose sizes grow, which pads at once.
+void choose_padding(std::vector<OpCall>& calls, StorageSet& storages, std::string& key,
+                    std::vector<int64_t>& offsets, const KeepSet& keep, bool growing) {
+  bool any = false;
+  for (const OpCall& call : calls) any |= call.padding != nullptr;
+  if (!any || cache::ProgramCache::get().find_in_memory(launch_key(key, storages, keep))) return;
+  std::string padded_key;
+  std::vector<int64_t> padded_offsets;
+  PaddedWrites writes;
+  for (OpCall& call : calls) {
+    call.padded = call.padding != nullptr;
+    append_padded_call_key(padded_key, call, storages, padded_offsets, writes);
+  }
+  if (prefer_padded(padded_key, key, growing)) {
+    key = std::move(padded_key);
+    offsets = std::move(padded_offsets);
+    return;
+  }
+  for (OpCall& call : calls) call.padded = false;
+}
+
+// The padded program of `calls` (`padded_key`) failed to build or compile: neither it nor, after
+// a few such failures, the op whose padded lowering fails is tried again. The calls are lowered
+// again in one program, as the failed build did, so that each reads the padded values of the
+// calls before it: the first that throws is the one to blame.
+void decline_failed_padding(std::vector<OpCall>& calls, const StorageSet& storages, const std::string& padded_key) {
+  decline_padded_key(padded_key);
+  ProgramBuilder trial(storages);
+  for (const OpCall& call : calls) {
+    try {
+      trial.lower(call);
+    } catch (const std::exception&) {
+      if (call.padded) decline_padding(call);
+      break;
+    }
+  }
+  for (OpCall& call : calls) call.padded = false;
+}
+
+}  // namespace tpu::exec
