@@ -9,112 +9,12 @@
 #include <thread>
 
 #include "aten/tpu_tensor.h"
+#include "distributed/host_staging.h"
 #include "exec/executor.h"
 
 namespace tpu::distributed {
 
-at::Tensor HostStaging::buffer(const at::Tensor& like) {
-  auto options = like.options().device(at::kCPU);
-  size_t slot = next_++;
-  int64_t nbytes = like.numel() * static_cast<int64_t>(like.element_size());
-  if (nbytes < kMinBytes || slot >= kMaxSlots) return at::empty(like.sizes(), options);
-  if (slots_.size() <= slot) slots_.resize(slot + 1);
-  c10::Storage& storage = slots_[slot];
-  // A storage someone else still holds (a result handed out, a transport that kept it) is left to
-  // them, and this slot gets a new one.
-  if (!storage || static_cast<int64_t>(storage.nbytes()) < nbytes || storage.use_count() > 1) {
-    storage = at::empty({nbytes}, options.dtype(at::kByte)).storage();
-  }
-  return at::empty({0}, options).set_(storage, 0, like.sizes());
-}
-
 namespace {
-
-bool on_tpu(const at::Tensor& t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
-}
-
-// The staging buffers of the blocking operation that this thread is running, when it holds them.
-thread_local HostStaging* t_staging = nullptr;
-
-at::Tensor host_buffer(const at::Tensor& like) {
-  if (t_staging) return t_staging->buffer(like);
-  return at::empty(like.sizes(), like.options().device(at::kCPU));
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// Device -> host through the ordinary copy path, which waits for the value (and in
-// defer-and-fuse runs the graph that produces it). CPU tensors are used as they are.
-at::Tensor stage_in(const at::Tensor& t) {
-  if (!on_tpu(t)) return t;
-  at::Tensor host = host_buffer(t);
-  auto start = std::chrono::steady_clock::now();
-  host.copy_(t);
-  if (t_staging) {
-    t_staging->stats.to_host_seconds += seconds_since(start);
-    t_staging->stats.bytes_to_host += host.nbytes();
-  }
-  return host;
-}
-
-// A host buffer the transport writes; nothing is read from the device.
-at::Tensor stage_out(const at::Tensor& t) { return on_tpu(t) ? host_buffer(t) : t; }
-
-// Gloo takes all_gather_into_tensor's output and reduce_scatter_tensor's input only in the
-// concatenated form ([world * n, ...]); NCCL also takes the stacked one ([world, *shape]) that
-// DTensor and FSDP2 pass. In row-major order both are the same bytes, so Gloo gets flat views.
-at::Tensor flat_view(const at::Tensor& t) { return t.is_contiguous() ? t.view({-1}) : t; }
-
-std::vector<at::Tensor> stage_in(const std::vector<at::Tensor>& ts) {
-  std::vector<at::Tensor> out;
-  out.reserve(ts.size());
-  for (const auto& t : ts) out.push_back(stage_in(t));
-  return out;
-}
-
-std::vector<at::Tensor> stage_out(const std::vector<at::Tensor>& ts) {
-  std::vector<at::Tensor> out;
-  out.reserve(ts.size());
-  for (const auto& t : ts) out.push_back(stage_out(t));
-  return out;
-}
-
-std::vector<std::vector<at::Tensor>> stage_out(const std::vector<std::vector<at::Tensor>>& ts) {
-  std::vector<std::vector<at::Tensor>> out;
-  out.reserve(ts.size());
-  for (const auto& t : ts) out.push_back(stage_out(t));
-  return out;
-}
-
-std::vector<std::vector<at::Tensor>> stage_in(const std::vector<std::vector<at::Tensor>>& ts) {
-  std::vector<std::vector<at::Tensor>> out;
-  out.reserve(ts.size());
-  for (const auto& t : ts) out.push_back(stage_in(t));
-  return out;
-}
-
-// Host -> device in place, so every view and alias of the destination sees the result.
-void copy_back(const std::vector<at::Tensor>& dst, const std::vector<at::Tensor>& host) {
-  for (size_t i = 0; i < dst.size(); ++i) {
-    if (on_tpu(dst[i])) {
-      at::Tensor d = dst[i];
-      auto start = std::chrono::steady_clock::now();
-      d.copy_(host[i]);
-      if (t_staging) {
-        t_staging->stats.to_device_seconds += seconds_since(start);
-        t_staging->stats.bytes_to_device += host[i].nbytes();
-      }
-    }
-  }
-}
-
-void copy_back(const std::vector<std::vector<at::Tensor>>& dst,
-               const std::vector<std::vector<at::Tensor>>& host) {
-  for (size_t i = 0; i < dst.size(); ++i) copy_back(dst[i], host[i]);
-}
 
 std::vector<at::Tensor> flat(const std::vector<std::vector<at::Tensor>>& ts) {
   std::vector<at::Tensor> out;
@@ -125,18 +25,6 @@ std::vector<at::Tensor> flat(const std::vector<std::vector<at::Tensor>>& ts) {
 std::vector<at::Tensor> join(std::vector<at::Tensor> a, const std::vector<at::Tensor>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
-}
-
-std::string describe_error(std::exception_ptr e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const c10::Error& err) {
-    return err.what_without_backtrace();
-  } catch (const std::exception& err) {
-    return err.what();
-  } catch (...) {
-    return "unknown error";
-  }
 }
 
 // The debug mode's agreement check sends a collective's name as an index into this table.
@@ -164,99 +52,7 @@ std::string describe_call(const int64_t* f) {
   return s.str();
 }
 
-// Gloo's worker thread keeps its reference to a work for a moment after completing it. If that
-// reference were the last, the work's tensors would be freed on the worker thread, and a CPU
-// tensor that Python created (an object collective's buffer) would take the GIL there, which
-// aborts the process when it happens during interpreter shutdown. So the caller's thread waits
-// (briefly) to hold the last reference, and drops it itself.
-void release_on_this_thread(c10::intrusive_ptr<c10d::Work>& work) {
-  if (!work) return;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-  while (work.use_count() > 1 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
-  work.reset();
-}
-
 }  // namespace
-
-TpuWork::TpuWork(int rank, c10d::OpType type, std::string name, std::vector<at::Tensor> outputs,
-                 c10::intrusive_ptr<c10d::Work> inner, std::function<void()> finish,
-                 std::chrono::milliseconds timeout)
-    : c10d::Work(rank, type),
-      name_(std::move(name)),
-      outputs_(std::move(outputs)),
-      inner_(std::move(inner)),
-      finish_(std::move(finish)),
-      timeout_(timeout),
-      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
-
-void TpuWork::complete(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (!done_) {
-    if (inner_) {
-      try {
-        inner_->wait(timeout);
-      } catch (...) {
-        std::string reason = describe_error(std::current_exception());
-        try {
-          C10_THROW_ERROR(DistBackendError,
-                          c10::str("tpu_dist: ", name_, " failed on rank ", rank_,
-                                   " (process group timeout ", timeout_.count(), " ms): ", reason));
-        } catch (...) {
-          error_ = std::current_exception();
-        }
-      }
-    }
-    if (!error_ && finish_) {
-      try {
-        finish_();
-      } catch (...) {
-        error_ = std::current_exception();
-      }
-    }
-    finish_ = nullptr;
-    release_on_this_thread(inner_);
-    done_ = true;
-    if (error_) {
-      future_->setError(error_);
-    } else {
-      future_->markCompleted(c10::IValue(outputs_));
-    }
-  }
-  if (error_) std::rethrow_exception(error_);
-}
-
-bool TpuWork::isCompleted() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return done_;
-}
-
-bool TpuWork::isSuccess() const {
-  auto* self = const_cast<TpuWork*>(this);
-  std::lock_guard<std::mutex> lock(self->mutex_);
-  return done_ && !error_;
-}
-
-std::exception_ptr TpuWork::exception() const {
-  auto* self = const_cast<TpuWork*>(this);
-  std::lock_guard<std::mutex> lock(self->mutex_);
-  return error_;
-}
-
-int TpuWork::sourceRank() const {
-  TORCH_CHECK(false, "tpu_dist: sourceRank() is only defined for recv from any source, which ",
-              "tpu_dist does not support");
-}
-
-std::vector<at::Tensor> TpuWork::result() { return outputs_; }
-
-bool TpuWork::wait(std::chrono::milliseconds timeout) {
-  complete(timeout);
-  return true;
-}
-
-c10::intrusive_ptr<c10::ivalue::Future> TpuWork::getFuture() { return future_; }
 
 ProcessGroupTPU::ProcessGroupTPU(c10::intrusive_ptr<c10d::Backend> transport, int rank, int size,
                                  std::chrono::milliseconds timeout, std::shared_ptr<ReplicaRendezvous> replicas)
@@ -391,12 +187,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::run(
   // using them (or a non-blocking operation, whose buffers outlive this call) allocates its own.
   std::unique_lock<std::mutex> staging_lock(staging_mutex_, std::defer_lock);
   struct StagingScope {
-    HostStaging* previous = t_staging;
-    ~StagingScope() { t_staging = previous; }
+    HostStaging* previous = thread_staging();
+    ~StagingScope() { thread_staging() = previous; }
   } scope;
   if (blocking && staging_lock.try_lock()) {
     staging_.begin();
-    t_staging = &staging_;
+    thread_staging() = &staging_;
   }
   // Errors while starting (bad arguments, which the transport checks as it does for CPU tensors)
   // pass through unchanged, so tpu tensors raise what CPU tensors raise.
@@ -405,10 +201,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::run(
                                            std::move(finish), timeout_);
   if (blocking) work->complete();
   // Only operations that staged tpu tensors count: the stats say what staging costs.
-  if (t_staging && staged) {
-    t_staging->stats.operations += 1;
-    t_staging->stats.flush_seconds += flush_seconds;
-    t_staging->stats.total_seconds += seconds_since(start);
+  if (thread_staging() && staged) {
+    thread_staging()->stats.operations += 1;
+    thread_staging()->stats.flush_seconds += flush_seconds;
+    thread_staging()->stats.total_seconds += seconds_since(start);
   }
   return work;
 }

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed/host_staging.h"
 #include "distributed/replica_rendezvous.h"
 
 namespace tpu::distributed {
@@ -27,6 +28,10 @@ namespace tpu::distributed {
 // A collective's Work. Collectives finish before they return (the host copies are what Gloo
 // moves, so nothing could overlap with them anyway); point-to-point operations stay pending until
 // wait(), because a blocking send would deadlock a pair of ranks that both send first.
+// The message of an exception in flight (std::current_exception()), for errors that must cross
+// threads or ranks as text.
+std::string describe_error(std::exception_ptr e);
+
 class TpuWork : public c10d::Work {
  public:
   TpuWork(int rank, c10d::OpType type, std::string name, std::vector<at::Tensor> outputs,
@@ -56,34 +61,6 @@ class TpuWork : public c10d::Work {
   bool done_ = false;
   std::exception_ptr error_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
-};
-
-// Host buffers reused by successive blocking operations, one per staged tensor of an operation.
-// Small tensors are not pooled: their allocation is cheap and pooling them would pin memory for
-// nothing.
-// Where a blocking operation's time went: running the graph the collective waited for, copying to
-// the host, the transport, copying back. Accumulated over the operations that held the buffers.
-struct StagingStats {
-  int64_t operations = 0;
-  int64_t bytes_to_host = 0;
-  int64_t bytes_to_device = 0;
-  double flush_seconds = 0;
-  double to_host_seconds = 0;
-  double to_device_seconds = 0;
-  double total_seconds = 0;  // the transport's share is what the other three leave
-};
-
-class HostStaging {
- public:
-  void begin() { next_ = 0; }
-  at::Tensor buffer(const at::Tensor& like);
-  StagingStats stats;
-
- private:
-  static constexpr int64_t kMinBytes = 64 * 1024;
-  static constexpr size_t kMaxSlots = 16;
-  std::vector<c10::Storage> slots_;
-  size_t next_ = 0;
 };
 
 class ProcessGroupTPU : public c10d::Backend {
