@@ -7,10 +7,15 @@ rare op with a documented looser one); a floating result that differs still agre
 farther than CPU's from the result computed in float64. Forward samples must also run natively: no op of the
 slice may reach the CPU fallback unless FALLBACK names it.
 
+Two smaller slices run the checks of PyTorch's own device tests (test_ops.py) that the plain
+forward cannot see: out= (each sample with out= tensors filled with values the op must overwrite:
+the values, and that the op returns those tensors, in place) and non-contiguous samples (each
+tensor of a sample a strided view with NaN between its elements), forward and backward.
+
 The slice runs in strict mode only, the default mode that every other one builds on; the three
 modes share the lowerings, and tests/test_ops_*.py cover the modes themselves. The full sweep of
-op_db (every op, more dtypes, any mode) is `python -m torch_tpu.tools.op_coverage`, or this file
-with TORCH_TPU_FULL_OPINFO=1.
+op_db (every op, more dtypes, any mode, out= and non-contiguous samples for every op) is
+`python -m torch_tpu.tools.op_coverage`, or this file with TORCH_TPU_FULL_OPINFO=1.
 """
 import os
 
@@ -102,11 +107,11 @@ def _ops():
     return _OPS
 
 
-def _params():
-    names = sorted(_ops()) if FULL else SLICE
+def _params(names=SLICE, xfail=XFAIL, applies=lambda op: True):
+    names = sorted(n for n, op in _ops().items() if applies(op)) if FULL else names
     params = []
     for name in names:
-        marks = [pytest.mark.xfail(reason=XFAIL[name], strict=not FULL)] if name in XFAIL else []
+        marks = [pytest.mark.xfail(reason=xfail[name], strict=not FULL)] if name in xfail else []
         params.append(pytest.param(name, marks=marks, id=name))
     return params
 
@@ -138,6 +143,43 @@ def test_opinfo(name):
         backward = runner.run_backward(op, torch.float32, limit)
         if backward.total or backward.skipped:
             _check(backward, "backward")
+
+
+# out= and non-contiguous samples, float32: a few ops of each kind (elementwise, reductions,
+# results of several tensors or of data-dependent size, indexing, matrix products, nn layers).
+OUT_SLICE = ["add", "mul", "clamp", "where", "exp", "cumsum", "amax", "max.reduction_with_dim", "aminmax",
+             "sort", "topk", "frexp", "cat", "index_select", "gather", "masked_select", "nonzero", "mm",
+             "addmm", "bmm"]
+NONCONTIGUOUS_SLICE = ["add", "mul", "exp", "where", "sum", "mean", "softmax", "cumsum", "sort", "cat",
+                       "index_select", "gather", "scatter_add", "masked_fill", "tril", "mm", "bmm", "addmm",
+                       "nn.functional.layer_norm", "nn.functional.conv2d", "nn.functional.max_pool2d",
+                       "nn.functional.embedding", "nn.functional.cross_entropy"]
+SIDE_SAMPLES = 6
+
+# op -> why its out= results differ from CPU's (each one is a bug to fix).
+OUT_XFAIL = {
+    "nonzero": "nonzero(out=) restrides its out= tensor to row-major; CPU keeps the column-major strides of "
+               "a correctly sized out= (as its own result has)",
+}
+# op -> why its non-contiguous samples differ from CPU's.
+NONCONTIGUOUS_XFAIL = {}
+
+
+@pytest.mark.parametrize("name", _params(OUT_SLICE, OUT_XFAIL, lambda op: op.supports_out))
+def test_opinfo_out(name):
+    outcome = runner.run_out(_ops()[name], torch.float32, None if FULL else SIDE_SAMPLES)
+    _check(outcome, "out=")
+
+
+@pytest.mark.parametrize("name", _params(NONCONTIGUOUS_SLICE, NONCONTIGUOUS_XFAIL))
+def test_opinfo_noncontiguous(name):
+    op = _ops()[name]
+    limit = None if FULL else SIDE_SAMPLES
+    _check(runner.run_forward(op, torch.float32, limit, noncontiguous=True), "non-contiguous forward")
+    if runner.supports_backward(op):
+        backward = runner.run_backward(op, torch.float32, limit, noncontiguous=True)
+        if backward.total or backward.skipped:
+            _check(backward, "non-contiguous backward")
 
 
 # The issue's other dtypes on ops whose kernels differ by dtype class: integer arithmetic and its
@@ -183,5 +225,8 @@ def test_opinfo_dtypes(name, dtype):
 
 def test_slice_names_exist():
     """A renamed OpInfo must not silently shrink the slice."""
-    missing = [n for n in SLICE + DTYPE_SLICE + list(XFAIL) + list(FALLBACK) if n not in _ops()]
+    names = SLICE + DTYPE_SLICE + OUT_SLICE + NONCONTIGUOUS_SLICE
+    missing = [n for n in names + list(XFAIL) + list(FALLBACK) + list(OUT_XFAIL) + list(NONCONTIGUOUS_XFAIL)
+               if n not in _ops()]
     assert not missing, missing
+    assert all(_ops()[n].supports_out for n in OUT_SLICE)

@@ -19,7 +19,7 @@ import torch  # noqa: E402
 
 from . import _C, _plugins  # noqa: E402
 from ._modes import (EagerMode, eager_mode, get_eager_mode, mode_from_environment,  # noqa: E402
-                     propagate_mode_into_backward, set_eager_mode)
+                     set_eager_mode)
 
 __all__ = [
     "EagerMode", "eager_mode", "get_eager_mode", "set_eager_mode", "fallback_counts",
@@ -39,21 +39,17 @@ def _register():
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     _C._set_default_mode(mode_from_environment().value)
-    propagate_mode_into_backward()
+    # Everything the backend changes inside PyTorch itself, each change checked first.
+    from . import _torch_patches
+    _torch_patches.apply()
     from . import _exit
     _exit.register()
-    from . import _meta
-    _meta.register()
-    from . import _dynamo_device, _interop
-    _dynamo_device.install()
-    _interop.install()
     # init_process_group("tpu_dist") must work right after `import torch`, as "nccl" does.
     from . import distributed
     distributed._register()
     # torch.compile: "tpu" reaches Dynamo through the torch_dynamo_backends entry point (importing
-    # torch._dynamo here would cost every user a second); plain torch.compile routes tpu graphs.
+    # torch._dynamo here would cost every user a second).
     from . import dynamo_backend
-    dynamo_backend._route_default_backend()
     if "torch._dynamo" in sys.modules:
         dynamo_backend.register()
 
@@ -125,8 +121,3 @@ _register()
 
 # Re-exported for `torch_tpu.is_available()` style use.
 from .tpu import device_count, is_available, platform, synchronize  # noqa: E402
-
-# Tied parameters stay tied through model.to("tpu"), as they do through model.to("cuda").
-from . import _module_ties  # noqa: E402
-
-_module_ties.install()

@@ -1,16 +1,11 @@
 """torch._dynamo's device interface for "tpu" (what Dynamo and Inductor ask about a device:
 count, current device, streams, properties).
 
-PyTorch ships a placeholder TpuInterface whose device_count() raises. Importing torch._dynamo
-costs about a second, so this module does not import it: it replaces the placeholder when
-torch._dynamo.device_interface is first imported (at once if it already is)."""
-import importlib.abc
-import importlib.util
-import sys
-
+PyTorch ships a placeholder TpuInterface whose device_count() raises; _torch_patches puts
+make_interface(DeviceInterface) in its place when torch._dynamo.device_interface is first
+imported (importing torch._dynamo costs about a second, which `import torch` must not pay)."""
 import torch
 
-_MODULE = "torch._dynamo.device_interface"
 # What a tpu storage holds (torch.accelerator.get_device_capability() reports the same set).
 _STORABLE_DTYPES = frozenset([
     torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint16,
@@ -18,7 +13,7 @@ _STORABLE_DTYPES = frozenset([
     torch.complex64, torch.complex128])
 
 
-def _make_interface(base):
+def make_interface(base):
     from . import tpu
 
     class TpuInterface(base):
@@ -79,35 +74,3 @@ def _make_interface(base):
 
     return TpuInterface
 
-
-def _install_into(module):
-    interface = _make_interface(module.DeviceInterface)
-    module.TpuInterface = interface  # what init_device_reg registers for "tpu" when it runs
-    module.register_interface_for_device("tpu", interface)  # in case it already ran
-    for index in range(torch.tpu.device_count()):
-        module.register_interface_for_device(f"tpu:{index}", interface)
-
-
-class _InstallAfterImport(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path, target=None):
-        if fullname != _MODULE:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_then_install(module):
-            exec_module(module)
-            _install_into(module)
-
-        spec.loader.exec_module = exec_then_install
-        return spec
-
-
-def install():
-    if _MODULE in sys.modules:
-        _install_into(sys.modules[_MODULE])
-    elif not any(isinstance(f, _InstallAfterImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _InstallAfterImport())

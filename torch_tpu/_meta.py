@@ -3,13 +3,12 @@
 The tpu device computes every result's shape with the op's meta function before lowering it;
 ATen's GRU takes the fused cell kernels on any device but the CPU, and those two ops ship no meta
 function, so without these the GRU would run on the CPU (and torch.compile could not trace it).
+_torch_patches registers them, and relaxes PyTorch's meta function of _grouped_mm.
 """
 import torch
 
-_library = torch.library.Library("aten", "IMPL")
 
-
-def _fused_gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+def fused_gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
     torch._check(input_gates.dim() == 2 and input_gates.shape == hidden_gates.shape,
                  lambda: f"_thnn_fused_gru_cell: gates must be 2-D and alike, got {tuple(input_gates.shape)} "
                          f"and {tuple(hidden_gates.shape)}")
@@ -19,14 +18,14 @@ def _fused_gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=
     return torch.empty_like(hx, memory_format=torch.contiguous_format), workspace
 
 
-def _fused_gru_cell_backward(grad_hy, workspace, has_bias):
+def fused_gru_cell_backward(grad_hy, workspace, has_bias):
     batch, hidden = grad_hy.shape
     gates = grad_hy.new_empty((batch, 3 * hidden))
     bias = grad_hy.new_empty((3 * hidden,) if has_bias else (0,))
     return gates, torch.empty_like(gates), torch.empty_like(grad_hy), bias, torch.empty_like(bias)
 
 
-def _grouped_mm_for_tpu(original):
+def grouped_mm_for_tpu(original):
     """PyTorch's meta function for _grouped_mm accepts only bfloat16, CUDA's restriction; the tpu
     device runs it (its composite kernel) in any floating dtype, and Hugging Face's MoE layers
     call it in float32 on tpu, also under torch.compile, whose fake tensors reach this check."""
@@ -43,16 +42,3 @@ def _grouped_mm_for_tpu(original):
 
     return meta
 
-
-def register():
-    op = torch.ops.aten._grouped_mm.default
-    original = op.py_kernels.get(torch._C.DispatchKey.Meta)
-    if original is not None and not getattr(original, "_tpu_relaxed", False):
-        relaxed = _grouped_mm_for_tpu(original)
-        relaxed._tpu_relaxed = True
-        op.py_kernels[torch._C.DispatchKey.Meta] = relaxed
-
-    for name, fn in (("_thnn_fused_gru_cell", _fused_gru_cell),
-                     ("_thnn_fused_gru_cell_backward", _fused_gru_cell_backward)):
-        if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", "Meta"):
-            _library.impl(name, fn, "Meta")

@@ -84,27 +84,19 @@ def mode_from_environment():
     return EagerMode.DEFER_NEVER
 
 
-def propagate_mode_into_backward():
-    """Makes the autograd engine's device threads run backward ops in the mode of the thread that
-    called backward(), and record them into that thread's pending graph, as they get its autocast
-    state (otherwise a fused forward would be followed by a strict backward, and two threads'
-    backward passes would share one mode). Each backward pass carries its own context, so
-    concurrent passes from threads in different modes do not mix."""
-    import torch.autograd
-    import torch.autograd.graph
+def following_the_caller(run_backward):
+    """torch.autograd.graph._engine_run_backward, made to run the autograd engine's device threads
+    in the mode of the thread that called backward(), recording into that thread's pending graph,
+    as they get its autocast state (otherwise a fused forward would be followed by a strict
+    backward, and two threads' backward passes would share one mode). Each backward pass carries
+    its own context, so concurrent passes from threads in different modes do not mix.
+    _torch_patches installs it."""
 
-    original = torch.autograd.graph._engine_run_backward
-    if getattr(original, "_tpu_mode_propagating", False):
-        return
-
-    def run_backward(*args, **kwargs):
+    def engine_run_backward(*args, **kwargs):
         _C._enter_backward()
         try:
-            return original(*args, **kwargs)
+            return run_backward(*args, **kwargs)
         finally:
             _C._exit_backward()
 
-    run_backward._tpu_mode_propagating = True
-    torch.autograd.graph._engine_run_backward = run_backward
-    if getattr(torch.autograd, "_engine_run_backward", None) is original:
-        torch.autograd._engine_run_backward = run_backward
+    return engine_run_backward

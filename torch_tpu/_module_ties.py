@@ -6,13 +6,11 @@ in-tree backends; for PrivateUse1 it makes a new Parameter per module instead, s
 output projection shares the embedding's weight (GPT-2, BERT, T5, ...) leaves `.to("tpu")` with
 two independent copies that train apart. On CUDA the tie survives, so it must here: after the
 top-level conversion, every module slot that held one object before holds one object again.
+_torch_patches installs keeping_ties(nn.Module._apply) in its place.
 """
 import threading
 
-import torch
-
 _state = threading.local()
-_original_apply = torch.nn.Module._apply
 
 
 def _shared_slots(module):
@@ -27,24 +25,24 @@ def _shared_slots(module):
     return {k: v for k, v in slots.items() if len(v) > 1}
 
 
-def _apply(self, fn, recurse=True):
-    if getattr(_state, "inside", False) or not recurse:
-        return _original_apply(self, fn, recurse)
-    shared = _shared_slots(self)
-    _state.inside = True
-    try:
-        result = _original_apply(self, fn, recurse)
-    finally:
-        _state.inside = False
-    for slots in shared.values():
-        module, table, key = slots[0]
-        first = getattr(module, table)[key]
-        for module, table, key in slots[1:]:
-            if getattr(module, table)[key] is not first:
-                getattr(module, table)[key] = first
-    return result
+def keeping_ties(original_apply):
+    """nn.Module._apply that runs original_apply, then ties again what was tied before."""
 
+    def _apply(self, fn, recurse=True):
+        if getattr(_state, "inside", False) or not recurse:
+            return original_apply(self, fn, recurse)
+        shared = _shared_slots(self)
+        _state.inside = True
+        try:
+            result = original_apply(self, fn, recurse)
+        finally:
+            _state.inside = False
+        for slots in shared.values():
+            module, table, key = slots[0]
+            first = getattr(module, table)[key]
+            for module, table, key in slots[1:]:
+                if getattr(module, table)[key] is not first:
+                    getattr(module, table)[key] = first
+        return result
 
-def install():
-    if torch.nn.Module._apply is not _apply:
-        torch.nn.Module._apply = _apply
+    return _apply

@@ -296,21 +296,17 @@ def graph_uses_tpu(graph_module, example_inputs):
     return False
 
 
-def _route_default_backend():
-    """Plain torch.compile(model) goes to inductor; tpu graphs have no inductor code generator,
-    so those graphs come here, while CPU and CUDA graphs go to inductor exactly as before."""
-    wrapper = getattr(torch, "_TorchCompileInductorWrapper", None)
-    if wrapper is None or getattr(wrapper, "_tpu_routed", False):
-        return
-    inductor_call = wrapper.__call__
+def routing_tpu_graphs(inductor_call):
+    """torch._TorchCompileInductorWrapper.__call__ for plain torch.compile(model), which goes to
+    inductor: tpu graphs have no inductor code generator, so those graphs come here, while CPU and
+    CUDA graphs go to inductor exactly as before. _torch_patches installs it."""
 
     def __call__(self, model_, inputs_, **kwargs):
         if graph_uses_tpu(model_, inputs_):
             return tpu_backend(model_, inputs_)
         return inductor_call(self, model_, inputs_, **kwargs)
 
-    wrapper.__call__ = __call__
-    wrapper._tpu_routed = True
+    return __call__
 
 
 def register():

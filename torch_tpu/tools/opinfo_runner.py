@@ -5,6 +5,11 @@ Samples are generated on the CPU and copied to tpu, so both sides see identical 
 whose CPU reference itself raises is skipped (PyTorch's sample generators occasionally produce
 inputs the CPU kernel rejects on purpose). Results are compared with torch.testing.assert_close
 at PyTorch's default per-dtype tolerances, except for the few ops listed in TOLERANCES.
+
+Besides forward and backward, two checks of PyTorch's own device tests (test_ops.py): run_out
+calls ops that support out= with out= tensors (test_out's first case), and run_forward /
+run_backward with noncontiguous=True take each sample's non-contiguous version
+(test_noncontiguous_samples). Each check reports its own Outcome, so one failing hides no other.
 """
 import dataclasses
 import math
@@ -113,9 +118,9 @@ def _to_cpu(value):
     return _map(value, lambda t: t.detach().cpu())
 
 
-def _call(op, sample, inputs):
+def _call(op, sample, inputs, **extra):
     first, args, kwargs = inputs
-    return op.op(first, *args, **kwargs)
+    return op.op(first, *args, **kwargs, **extra)
 
 
 def _cpu_inputs(sample):
@@ -317,38 +322,62 @@ class Outcome:
             self.fallbacks[k] = self.fallbacks.get(k, 0) + v
 
 
-def _samples(op, dtype, requires_grad, max_samples):
+def _samples(op, dtype, requires_grad, max_samples, noncontiguous=False):
+    """The op's first max_samples samples; with noncontiguous, the non-contiguous version of each
+    (SampleInput.noncontiguous(): every tensor a strided view with NaN, True or 12 between its
+    elements, as test_noncontiguous_samples makes them), leaving out samples it changes nothing in."""
     torch.manual_seed(0)
     samples = op.sample_inputs("cpu", dtype, requires_grad=requires_grad)
     for i, sample in enumerate(samples):
         if max_samples is not None and i >= max_samples:
             break
+        if noncontiguous:
+            changed = sample.noncontiguous()
+            if all(a is b for a, b in zip(_flatten(_cpu_inputs(sample), []), _flatten(_cpu_inputs(changed), []))):
+                continue
+            sample = changed
         yield sample
 
 
-def run_forward(op, dtype, max_samples=None):
-    """Runs op's samples for `dtype` on CPU and tpu and compares the results."""
-    key = op_key(op)
+_NOT_APPLICABLE = object()
+
+
+def _compare_samples(samples, key, reference, on_tpu, check):
+    """Per sample: reference(sample) on the CPU (a sample whose reference raises is skipped, one
+    whose reference is _NOT_APPLICABLE is not counted), then on_tpu(sample, tpu inputs, reference)
+    with its CPU fallbacks counted, then check(sample, tpu result, reference)."""
     outcome = Outcome()
-    for sample in _samples(op, dtype, False, max_samples):
+    for sample in samples:
         try:
-            expected = _call(op, sample, _cpu_inputs(sample))
+            expected = reference(sample)
         except Exception:
             outcome.skipped += 1
+            continue
+        if expected is _NOT_APPLICABLE:
             continue
         outcome.total += 1
         try:
             inputs = _tpu_inputs(sample, {}, key)
             torch_tpu.reset_fallback_counts()
             try:
-                actual = _call(op, sample, inputs)
+                actual = on_tpu(sample, inputs, expected)
             finally:
                 outcome.add_fallbacks(torch_tpu.fallback_counts())
-            _check_forward(op, key, dtype, sample, _to_cpu(actual), _to_cpu(expected))
+            check(sample, actual, expected)
             outcome.passed += 1
         except Exception as error:  # noqa: BLE001 - every failure is reported, none is fatal
             outcome.failures.append(_first_line(error))
     return outcome
+
+
+def run_forward(op, dtype, max_samples=None, noncontiguous=False):
+    """Runs op's samples for `dtype` on CPU and tpu and compares the results."""
+    key = op_key(op)
+    return _compare_samples(
+        _samples(op, dtype, False, max_samples, noncontiguous), key,
+        lambda sample: _call(op, sample, _cpu_inputs(sample)),
+        lambda sample, inputs, expected: _call(op, sample, inputs),
+        lambda sample, actual, expected: _check_forward(op, key, dtype, sample, _to_cpu(actual), _to_cpu(expected)))
 
 
 def _grads(op, sample, inputs, seed_gen, seeds=None):
@@ -372,35 +401,69 @@ def _check_backward(op, key, dtype, sample, actual, expected, seeds):
             lambda: _grads(op, sample, _in_float64(sample), None, [s.double() for s in seeds])[0])
 
 
-def run_backward(op, dtype, max_samples=None):
+def run_backward(op, dtype, max_samples=None, noncontiguous=False):
     """Compares the gradients of op's samples on tpu with CPU's, for output seeds drawn from a
     fixed generator."""
     key = op_key(op)
-    outcome = Outcome()
-    for sample in _samples(op, dtype, True, max_samples):
-        gen = torch.Generator().manual_seed(0)
-        try:
-            expected, seeds = _grads(op, sample, _cpu_inputs(sample), gen)
-        except Exception:
-            outcome.skipped += 1
-            continue
-        if expected is None:
-            continue
-        outcome.total += 1
-        try:
-            memo = {}
-            inputs = _tpu_inputs(sample, memo, key)
-            torch_tpu.reset_fallback_counts()
-            try:
-                actual, _ = _grads(op, sample, inputs, gen, seeds)
-            finally:
-                outcome.add_fallbacks(torch_tpu.fallback_counts())
-            assert actual is not None, "no differentiable tpu output"
-            _check_backward(op, key, dtype, sample, _to_cpu(actual), [g.detach() for g in expected], seeds)
-            outcome.passed += 1
-        except Exception as error:  # noqa: BLE001
-            outcome.failures.append(_first_line(error))
-    return outcome
+
+    def reference(sample):
+        grads, seeds = _grads(op, sample, _cpu_inputs(sample), torch.Generator().manual_seed(0))
+        return _NOT_APPLICABLE if grads is None else ([g.detach() for g in grads], seeds)
+
+    def check(sample, actual, expected):
+        assert actual is not None, "no differentiable tpu output"
+        _check_backward(op, key, dtype, sample, _to_cpu(actual), *expected)
+
+    return _compare_samples(_samples(op, dtype, True, max_samples, noncontiguous), key, reference,
+                            lambda sample, inputs, expected: _grads(op, sample, inputs, None, expected[1])[0],
+                            check)
+
+
+def _filled_out(like, device):
+    """An out= tensor for a result like `like`, filled as test_out fills it with values the op must
+    overwrite: NaN, or the dtype's largest integer."""
+    try:
+        fill = torch.iinfo(like.dtype).max
+    except TypeError:
+        fill = float("nan")
+    return torch.full_like(like, fill, device=device)
+
+
+def _returns_out(result, out, layouts):
+    """out= tensors come back as the result, keeping their storage and strides."""
+    outs = [out] if isinstance(out, torch.Tensor) else list(out)
+    results = [result] if isinstance(out, torch.Tensor) else list(result)
+    assert len(results) == len(outs) and all(r is o for r, o in zip(results, outs)), \
+        "the op returned other tensors than its out= arguments"
+    assert [(o.data_ptr(), o.stride()) for o in outs] == layouts, "out= got other storage or strides"
+
+
+def run_out(op, dtype, max_samples=None):
+    """For an op that supports out=: each sample with out= tensors on tpu (shaped like CPU's result,
+    filled with values the op must overwrite) against the same call on the CPU. The tpu call must
+    return its out= tensors themselves, in place."""
+    key = op_key(op)
+
+    def reference(sample):
+        plain = _call(op, sample, _cpu_inputs(sample))
+        if isinstance(plain, torch.Tensor):
+            out = _filled_out(plain, "cpu")
+        elif isinstance(plain, (list, tuple)) and plain and all(isinstance(t, torch.Tensor) for t in plain):
+            out = tuple(_filled_out(t, "cpu") for t in plain)
+        else:
+            return _NOT_APPLICABLE  # test_out skips results other than tensors
+        _call(op, sample, _cpu_inputs(sample), out=out)
+        return out
+
+    def on_tpu(sample, inputs, expected):
+        out = _map(expected, lambda t: _filled_out(t, "tpu"))
+        layouts = [(o.data_ptr(), o.stride()) for o in _flatten(out, [])]
+        _returns_out(_call(op, sample, inputs, out=out), out, layouts)
+        return out
+
+    return _compare_samples(
+        _samples(op, dtype, False, max_samples), key, reference, on_tpu,
+        lambda sample, actual, expected: _check_forward(op, key, dtype, sample, _to_cpu(actual), expected))
 
 
 def supports_backward(op, dtype=torch.float32):
