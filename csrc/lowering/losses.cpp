@@ -268,11 +268,8 @@ std::vector<Value> lower_embedding_renorm(Context& ctx) {
 // sum over j != y of max(0, margin - x[y] + x[j])^p (times weight[y]), divided by C.
 std::vector<Value> lower_multi_margin_loss(Context& ctx) {
   Builder& b = ctx.b;
-  Value x = ctx.tensor(0);
-  DType dtype = b.dtype(x);
-  if (!is_floating(dtype)) throw Unsupported(ctx.op + ": non-floating");
-  DType acc = accumulation_type(dtype);
-  x = b.convert(x, acc);
+  DType acc = float_compute_type(ctx, 0);
+  Value x = b.convert(ctx.tensor(0), acc);
   if (b.rank(x) <= 1) x = b.reshape(x, {1, numel(b.dims(x))});
   int64_t n = b.dims(x)[0], c = b.dims(x)[1];
   if (n == 0 || c == 0) throw Unsupported(ctx.op + ": empty");
@@ -305,10 +302,8 @@ std::vector<Value> lower_multi_margin_loss(Context& ctx) {
 // max(0, 1 - (x[j] - x[i])), summed and divided by C.
 std::vector<Value> lower_multilabel_margin_loss(Context& ctx) {
   Builder& b = ctx.b;
+  DType acc = float_compute_type(ctx, 0);
   Value x = ctx.tensor(0);
-  DType dtype = b.dtype(x);
-  if (!is_floating(dtype)) throw Unsupported(ctx.op + ": non-floating");
-  DType acc = accumulation_type(dtype);
   int64_t c = b.rank(x) == 0 ? 1 : b.dims(x).back();
   int64_t n = c == 0 ? 0 : numel(b.dims(x)) / c;
   if (n == 0 || c == 0) throw Unsupported(ctx.op + ": empty");

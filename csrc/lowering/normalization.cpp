@@ -69,13 +69,22 @@ std::vector<Value> lower_native_layer_norm(Context& ctx) {
   return {as_output(ctx, out, 0), as_output(ctx, n.mean, 1), as_output(ctx, n.rstd, 2)};
 }
 
+// A normalization backward's incoming gradient (args[0]) and input (args[1]), in the input's
+// compute dtype.
+struct BackwardOperands {
+  DType acc;
+  Value grad, x;
+};
+BackwardOperands backward_operands(Context& ctx) {
+  DType acc = float_compute_type(ctx, 1);
+  return {acc, ctx.b.convert(ctx.tensor(0), acc), ctx.b.convert(ctx.tensor(1), acc)};
+}
+
 // native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?, bias?,
 // output_mask) -> (grad_input, grad_weight, grad_bias)
 std::vector<Value> lower_native_layer_norm_backward(Context& ctx) {
   Builder& b = ctx.b;
-  DType acc = float_compute_type(ctx, 1);
-  Value grad = b.convert(ctx.tensor(0), acc);
-  Value x = b.convert(ctx.tensor(1), acc);
+  auto [acc, grad, x] = backward_operands(ctx);
   Dims shape = b.dims(x);
   int64_t axis = b.rank(x) - static_cast<int64_t>(ctx.arg(2).ints.size());
   Dims dims = range_dims(axis, b.rank(x));
@@ -230,9 +239,7 @@ std::vector<Value> lower_native_batch_norm_legit_functional(Context& ctx) {
 // save_invstd?, train, eps, output_mask) -> (grad_input, grad_weight, grad_bias)
 std::vector<Value> lower_native_batch_norm_backward(Context& ctx) {
   Builder& b = ctx.b;
-  DType acc = float_compute_type(ctx, 1);
-  Value grad = b.convert(ctx.tensor(0), acc);
-  Value x = b.convert(ctx.tensor(1), acc);
+  auto [acc, grad, x] = backward_operands(ctx);
   Dims shape = b.dims(x);
   if (b.rank(x) < 2) throw Unsupported(ctx.op + ": input of rank < 2");
   Dims dims = all_but(b.rank(x), 1);

@@ -29,10 +29,8 @@ Norms norm_dims(const Dims& shape, int64_t dim) {
 // _weight_norm_interface(Tensor v, Tensor g, int dim=0) -> (Tensor w, Tensor norms)
 std::vector<Value> lower_weight_norm_interface(Context& ctx) {
   Builder& b = ctx.b;
-  Value v0 = ctx.tensor(0);
-  DType acc = accumulation_type(b.dtype(v0));
-  if (!is_floating(acc)) throw Unsupported(ctx.op + ": non-floating input");
-  Value v = b.convert(v0, acc);
+  DType acc = float_compute_type(ctx, 0);
+  Value v = b.convert(ctx.tensor(0), acc);
   Dims shape = b.dims(v);
   Norms n = norm_dims(shape, ctx.int_arg(2, 0));
   Value g = b.reshape(b.convert(ctx.tensor(1), acc), n.kept);
@@ -47,10 +45,8 @@ std::vector<Value> lower_weight_norm_interface(Context& ctx) {
 // With n = ||v||: grad_g = sum(grad_w * v) / n and grad_v = (g / n) * (grad_w - v * grad_g / n).
 std::vector<Value> lower_weight_norm_interface_backward(Context& ctx) {
   Builder& b = ctx.b;
-  Value grad0 = ctx.tensor(0);
-  DType acc = accumulation_type(b.dtype(grad0));
-  if (!is_floating(acc)) throw Unsupported(ctx.op + ": non-floating input");
-  Value grad = b.convert(grad0, acc);
+  DType acc = float_compute_type(ctx, 0);
+  Value grad = b.convert(ctx.tensor(0), acc);
   Value v = b.convert(ctx.tensor(1), acc);
   Dims shape = b.dims(v);
   Norms n = norm_dims(shape, ctx.int_arg(4, 0));
