@@ -315,6 +315,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::allgather(
              [&] { copy_back(outputs, host_out); });
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::run_flat(const char* name, c10d::OpType type,
+                                                         const Agreement& agreement, at::Tensor& output,
+                                                         at::Tensor& input, const FlatTransport& transport) {
+  at::Tensor host_in, host_out, flat_in, flat_out;
+  return run(name, type, &agreement, {output, input}, {output},
+             [&] {
+               host_in = stage_in(input);
+               host_out = stage_out(output);
+               flat_in = flat_view(host_in);
+               flat_out = flat_view(host_out);
+               return transport(flat_out, flat_in);
+             },
+             [&] { copy_back({output}, {host_out}); });
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::_allgather_base(at::Tensor& output,
                                                                 at::Tensor& input,
                                                                 const c10d::AllgatherOptions& opts) {
@@ -324,18 +339,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::_allgather_base(at::Tensor& outp
       return work;
     }
   }
-  auto a = agree({input});
-  at::Tensor host_in, host_out, flat_in, flat_out;
-  return run("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, &a, {output, input},
-             {output},
-             [&] {
-               host_in = stage_in(input);
-               host_out = stage_out(output);
-               flat_in = flat_view(host_in);
-               flat_out = flat_view(host_out);
-               return transport_->_allgather_base(flat_out, flat_in, opts);
-             },
-             [&] { copy_back({output}, {host_out}); });
+  return run_flat("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, agree({input}), output, input,
+                  [&](at::Tensor& out, at::Tensor& in) { return transport_->_allgather_base(out, in, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::allgather_coalesced(
@@ -424,18 +429,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::_reduce_scatter_base(
       return work;
     }
   }
-  auto a = agree({output});
-  at::Tensor host_in, host_out, flat_in, flat_out;
-  return run("reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, &a, {output, input},
-             {output},
-             [&] {
-               host_in = stage_in(input);
-               host_out = stage_out(output);
-               flat_in = flat_view(host_in);
-               flat_out = flat_view(host_out);
-               return transport_->_reduce_scatter_base(flat_out, flat_in, opts);
-             },
-             [&] { copy_back({output}, {host_out}); });
+  return run_flat("reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, agree({output}), output, input,
+                  [&](at::Tensor& out, at::Tensor& in) { return transport_->_reduce_scatter_base(out, in, opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTPU::reduce_scatter_tensor_coalesced(

@@ -144,6 +144,10 @@ class ProcessGroupTPU : public c10d::Backend {
                                      std::vector<at::Tensor> outputs,
                                      const std::function<c10::intrusive_ptr<c10d::Work>()>& launch,
                                      std::function<void()> finish, bool blocking = true);
+  // The host path of an operation with one output and one input tensor, which Gloo takes flat.
+  using FlatTransport = std::function<c10::intrusive_ptr<c10d::Work>(at::Tensor& output, at::Tensor& input)>;
+  c10::intrusive_ptr<c10d::Work> run_flat(const char* name, c10d::OpType type, const Agreement& agreement,
+                                          at::Tensor& output, at::Tensor& input, const FlatTransport& transport);
   void check_agreement(const char* name, const Agreement& agreement);
   // Runs the collective as a replicated XLA program when the ranks' devices allow it and writes
   // this rank's result, in order, into `outputs`; returns null (having changed nothing) where the

@@ -23,15 +23,31 @@ std::string accumulate_combiner(DType dtype, bool multiply = false) {
 
 Value any_of(Builder& b, Value x, Value y) { return b.binary("stablehlo.or", x, y); }
 
+// What index_select, index_copy, index_reduce and index_add share: self at least 1-D, the
+// wrapped dim, the index and its length, and the flag of an index outside the dim.
+struct IndexAlongDim {
+  Value self;
+  int64_t rank, dim;
+  Value index;
+  int64_t count;
+  Value bad;
+};
+IndexAlongDim index_along_dim(Context& ctx) {
+  Builder& b = ctx.b;
+  IndexAlongDim a;
+  a.self = at_least_1d(b, ctx.tensor(0));
+  a.rank = b.rank(a.self);
+  a.dim = wrap_dim(ctx.int_arg(1, 0), a.rank);
+  a.index = ctx.tensor(2);
+  a.count = numel(b.dims(a.index));
+  a.bad = any_outside(b, a.index, 0, b.dims(a.self)[a.dim]);
+  return a;
+}
+
 // index_select(self, dim, index)
 std::vector<Value> lower_index_select(Context& ctx) {
   Builder& b = ctx.b;
-  Value x = at_least_1d(b, ctx.tensor(0));
-  int64_t rank = b.rank(x);
-  int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
-  Value index = ctx.tensor(2);
-  int64_t count = numel(b.dims(index));
-  Value bad = any_outside(b, index, 0, b.dims(x)[dim]);
+  auto [x, rank, dim, index, count, bad] = index_along_dim(ctx);
   if (count == 0 || numel(b.dims(x)) == 0) return {b.zeros(ctx.out_type()), bad};
   Dims slice = b.dims(x), result = b.dims(x);
   slice[dim] = 1;
@@ -159,13 +175,25 @@ Value wrap_negative(Builder& b, Value index, int64_t size) {
   return b.select(b.compare(i, b.zeros(t), "LT"), b.add(i, b.full(static_cast<double>(size), t)), i);
 }
 
+// take and put address self.flatten() (n elements) by `count` indices that may count from the end.
+struct FlatIndex {
+  Value self, index;
+  int64_t n, count;
+  Value bad;  // an index outside [-n, n)
+};
+FlatIndex flat_index(Context& ctx) {
+  Builder& b = ctx.b;
+  FlatIndex f{ctx.tensor(0), ctx.tensor(1), 0, 0, {}};
+  f.n = numel(b.dims(f.self));
+  f.count = numel(b.dims(f.index));
+  f.bad = any_outside(b, f.index, -f.n, f.n);
+  return f;
+}
+
 // take(self, index): self.flatten()[index], negative indices from the end.
 std::vector<Value> lower_take(Context& ctx) {
   Builder& b = ctx.b;
-  Value self = ctx.tensor(0), index = ctx.tensor(1);
-  int64_t n = numel(b.dims(self));
-  int64_t count = numel(b.dims(index));
-  Value bad = any_outside(b, index, -n, n);
+  auto [self, index, n, count, bad] = flat_index(ctx);
   if (count == 0) return {b.zeros(ctx.out_type()), bad};
   if (n == 0) return {b.zeros(ctx.out_type()), b.constant(1, DType::Bool)};
   Value flat = b.reshape(self, {n});
@@ -178,10 +206,7 @@ std::vector<Value> lower_take(Context& ctx) {
 // put(self, index, source, accumulate): self.flatten()[index] = source (or +=).
 std::vector<Value> lower_put(Context& ctx) {
   Builder& b = ctx.b;
-  Value self = ctx.tensor(0), index = ctx.tensor(1);
-  int64_t n = numel(b.dims(self));
-  int64_t count = numel(b.dims(index));
-  Value bad = any_outside(b, index, -n, n);
+  auto [self, index, n, count, bad] = flat_index(ctx);
   if (count == 0 || n == 0) return {as_output(ctx, self), bad};
   Value flat = b.reshape(self, {n});
   Value source = b.reshape(b.convert(ctx.tensor(2), b.dtype(self)), {count});
@@ -194,12 +219,7 @@ std::vector<Value> lower_put(Context& ctx) {
 // index_copy(self, dim, index, source): self[..., index[i], ...] = source[..., i, ...]
 std::vector<Value> lower_index_copy(Context& ctx) {
   Builder& b = ctx.b;
-  Value self = at_least_1d(b, ctx.tensor(0));
-  int64_t rank = b.rank(self);
-  int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
-  Value index = ctx.tensor(2);
-  int64_t count = numel(b.dims(index));
-  Value bad = any_outside(b, index, 0, b.dims(self)[dim]);
+  auto [self, rank, dim, index, count, bad] = index_along_dim(ctx);
   if (count == 0 || numel(b.dims(self)) == 0) return {as_output(ctx, self), bad};
   Dims source_dims = b.dims(self);
   source_dims[dim] = count;
@@ -280,14 +300,9 @@ std::vector<Value> lower_max_pool_double_backward(Context& ctx) {
 // source slices index sends to each position along dim (and self's own value with include_self).
 std::vector<Value> lower_index_reduce(Context& ctx) {
   Builder& b = ctx.b;
-  Value self = at_least_1d(b, ctx.tensor(0));
-  DType dtype = b.dtype(self);
+  DType dtype = b.dtype(ctx.tensor(0));
   if (dtype == DType::Bool || is_complex(dtype)) throw Unsupported(ctx.op + ": dtype");
-  int64_t rank = b.rank(self);
-  int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
-  Value index = ctx.tensor(2);
-  int64_t count = numel(b.dims(index));
-  Value bad = any_outside(b, index, 0, b.dims(self)[dim]);
+  auto [self, rank, dim, index, count, bad] = index_along_dim(ctx);
   if (count == 0 || numel(b.dims(self)) == 0) return {as_output(ctx, self), bad};
   Dims source_dims = b.dims(self);
   source_dims[dim] = count;
@@ -341,14 +356,9 @@ std::vector<Value> lower_index_reduce(Context& ctx) {
 // self[..., index[i], ...] += alpha * source[..., i, ...]
 std::vector<Value> lower_index_add(Context& ctx) {
   Builder& b = ctx.b;
-  Value self = at_least_1d(b, ctx.tensor(0));
-  DType dtype = b.dtype(self);
+  DType dtype = b.dtype(ctx.tensor(0));
   if (dtype == DType::Bool) throw Unsupported(ctx.op + ": bool");
-  int64_t rank = b.rank(self);
-  int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
-  Value index = ctx.tensor(2);
-  int64_t count = numel(b.dims(index));
-  Value bad = any_outside(b, index, 0, b.dims(self)[dim]);
+  auto [self, rank, dim, index, count, bad] = index_along_dim(ctx);
   if (count == 0) return {as_output(ctx, self), bad};
   Dims source_dims = b.dims(self);
   source_dims[dim] = count;
