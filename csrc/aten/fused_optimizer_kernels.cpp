@@ -1,0 +1,146 @@
+// torch.optim's fused=True path on tpu: _fused_adam_, _fused_adamw_ and _fused_sgd_ (with
+// GradScaler's grad_scale and found_inf). PyTorch has no tpu kernels for them, so every step took
+// the CPU fallback. Here the update is written with ATen ops, which lower to the device, and runs
+// as one program per call (aten/op_groups.h). As in PyTorch's kernels: float16 and bfloat16 state
+// is updated in float32, the unscaled gradients are written back, and a step with found_inf set
+// changes nothing, decided on the device (no host read).
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <optional>
+
+#include "aten/op_groups.h"
+
+namespace tpu::aten {
+namespace {
+
+at::Tensor widened(const at::Tensor& t) {
+  return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16 ? t.to(at::kFloat) : t;
+}
+
+// Writes `value` into `target`, or leaves target as it is where found_inf is set.
+void store(const at::Tensor& target, const at::Tensor& value, const std::optional<at::Tensor>& found_inf) {
+  if (found_inf.has_value() && found_inf->defined()) {
+    target.copy_(at::where(found_inf->ne(0), target, value.to(target.scalar_type())));
+  } else {
+    target.copy_(value);
+  }
+}
+
+// The gradient the update uses: unscaled (and written back so), negated to maximize.
+at::Tensor gradient(const at::Tensor& grad, const std::optional<at::Tensor>& grad_scale,
+                    const std::optional<at::Tensor>& found_inf, bool maximize) {
+  at::Tensor g = widened(grad);
+  if (grad_scale.has_value() && grad_scale->defined()) {
+    g = g / *grad_scale;
+    store(grad, g, found_inf);
+  }
+  return maximize ? g.neg() : g;
+}
+
+struct AdamOptions {
+  double beta1, beta2, weight_decay, eps;
+  bool amsgrad, maximize, decoupled_weight_decay;
+};
+
+void adam(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+          at::TensorList max_exp_avg_sqs, at::TensorList state_steps, const at::Tensor& lr, const AdamOptions& o,
+          const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
+  // CPU's checks, with its words.
+  if (o.amsgrad) {
+    TORCH_CHECK(max_exp_avg_sqs.size() == params.size(), "Expected max_exp_avg_sqs to have the same length as params");
+  } else {
+    TORCH_CHECK(max_exp_avg_sqs.empty(), "Expected max_exp_avg_sqs.empty() to be true, but got false.");
+  }
+  TORCH_CHECK(grads.size() == params.size() && exp_avgs.size() == params.size() &&
+                  exp_avg_sqs.size() == params.size() && state_steps.size() == params.size(),
+              "Expected all tensor lists to have the same length as params");
+  as_one_program("fused optimizer", [&] {
+    for (size_t i = 0; i < params.size(); ++i) {
+      at::Tensor param = widened(params[i]);
+      at::Tensor g = gradient(grads[i], grad_scale, found_inf, o.maximize);
+      if (o.weight_decay != 0) {
+        if (o.decoupled_weight_decay) {
+          param = param * (1 - lr * o.weight_decay);
+        } else {
+          g = g + param * o.weight_decay;
+        }
+      }
+      at::Tensor exp_avg = widened(exp_avgs[i]).lerp(g, 1 - o.beta1);
+      at::Tensor exp_avg_sq = widened(exp_avg_sqs[i]) * o.beta2 + g * g * (1 - o.beta2);
+      // The step count in the update's dtype: a device may lack float64.
+      at::Tensor step = state_steps[i].to(param.scalar_type());
+      at::Tensor bias_correction1 = 1 - at::pow(o.beta1, step);
+      at::Tensor bias_correction2_sqrt = (1 - at::pow(o.beta2, step)).sqrt();
+      at::Tensor second = exp_avg_sq;
+      if (o.amsgrad) {
+        second = at::maximum(widened(max_exp_avg_sqs[i]), exp_avg_sq);
+        store(max_exp_avg_sqs[i], second, found_inf);
+      }
+      at::Tensor denom = second.sqrt() / bias_correction2_sqrt + o.eps;
+      at::Tensor step_size = lr.to(param.scalar_type()) / bias_correction1;
+      store(params[i], param - step_size * exp_avg / denom, found_inf);
+      store(exp_avgs[i], exp_avg, found_inf);
+      store(exp_avg_sqs[i], exp_avg_sq, found_inf);
+    }
+  });
+}
+
+// A learning rate given as a number acts as a 0-dim CPU tensor: a number to the device's ops.
+at::Tensor lr_tensor(double lr) { return at::scalar_tensor(lr, at::TensorOptions().dtype(at::kDouble)); }
+
+template <bool decoupled>
+void fused_adam(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                at::TensorList max_exp_avg_sqs, at::TensorList state_steps, double lr, double beta1, double beta2,
+                double weight_decay, double eps, bool amsgrad, bool maximize,
+                const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
+  adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr_tensor(lr),
+       {beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled}, grad_scale, found_inf);
+}
+
+template <bool decoupled>
+void fused_adam_tensor_lr(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs,
+                          at::TensorList exp_avg_sqs, at::TensorList max_exp_avg_sqs, at::TensorList state_steps,
+                          const at::Tensor& lr, double beta1, double beta2, double weight_decay, double eps,
+                          bool amsgrad, bool maximize, const std::optional<at::Tensor>& grad_scale,
+                          const std::optional<at::Tensor>& found_inf) {
+  adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr,
+       {beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled}, grad_scale, found_inf);
+}
+
+void sgd(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, double weight_decay,
+         double momentum, const at::Tensor& lr, double dampening, bool nesterov, bool maximize, bool is_first_step,
+         const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
+  as_one_program("fused optimizer", [&] {
+    for (size_t i = 0; i < params.size(); ++i) {
+      at::Tensor param = widened(params[i]);
+      at::Tensor g = gradient(grads[i], grad_scale, found_inf, maximize);
+      if (weight_decay != 0) g = g + param * weight_decay;
+      if (momentum != 0) {
+        at::Tensor buffer = is_first_step ? g : widened(momentum_buffers[i]) * momentum + g * (1 - dampening);
+        store(momentum_buffers[i], buffer, found_inf);
+        g = nesterov ? g + buffer * momentum : buffer;
+      }
+      store(params[i], param - g * lr.to(param.scalar_type()), found_inf);
+    }
+  });
+}
+
+void fused_sgd(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, double weight_decay,
+               double momentum, double lr, double dampening, bool nesterov, bool maximize, bool is_first_step,
+               const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
+  sgd(params, grads, momentum_buffers, weight_decay, momentum, lr_tensor(lr), dampening, nesterov, maximize,
+      is_first_step, grad_scale, found_inf);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_fused_adam_", TORCH_FN(fused_adam<false>));
+  m.impl("_fused_adam_.tensor_lr", TORCH_FN(fused_adam_tensor_lr<false>));
+  m.impl("_fused_adamw_", TORCH_FN(fused_adam<true>));
+  m.impl("_fused_adamw_.tensor_lr", TORCH_FN(fused_adam_tensor_lr<true>));
+  m.impl("_fused_sgd_", TORCH_FN(fused_sgd));
+  m.impl("_fused_sgd_.tensor_lr", TORCH_FN(sgd));
+}
+
+}  // namespace
+}  // namespace tpu::aten

@@ -1,0 +1,113 @@
+"""The _foreach_* ops (torch.optim's default path on tpu, clip_grad_norm_'s) match CPU in every
+mode and, in strict mode, run as one program per call instead of one per tensor."""
+import pytest
+import torch
+
+import torch_tpu
+from conftest import to_cpu, to_tpu
+
+SIZES = [(3,), (4, 5), (2, 3, 2), ()]
+
+
+def tensors(seed, positive=False):
+    generator = torch.Generator().manual_seed(seed)
+    out = [torch.randn(size, generator=generator) for size in SIZES]
+    return [t.abs() + 0.5 for t in out] if positive else out
+
+
+# Each case: (name, function of (self list, other list) returning what to compare).
+CASES = [
+    ("add_list", lambda a, b: torch._foreach_add(a, b, alpha=0.5)),
+    ("add_scalar", lambda a, b: torch._foreach_add(a, 2.0)),
+    ("mul_scalarlist", lambda a, b: torch._foreach_mul(a, [0.5, 2.0, -1.0, 3.0])),
+    ("div_tensor", lambda a, b: torch._foreach_div(a, b[3])),
+    ("sub_inplace", lambda a, b: torch._foreach_sub_(a, b) or a),
+    ("addcmul_inplace", lambda a, b: torch._foreach_addcmul_(a, b, b, value=0.25) or a),
+    ("addcdiv_scalarlist", lambda a, b: torch._foreach_addcdiv(a, b, [t.abs() + 1 for t in b], [1.0, 2.0, 3.0, 4.0])),
+    ("lerp_scalar", lambda a, b: torch._foreach_lerp_(a, b, 0.3) or a),
+    ("lerp_list", lambda a, b: torch._foreach_lerp(a, b, [t.sigmoid() for t in b])),
+    ("sqrt_abs", lambda a, b: torch._foreach_sqrt(torch._foreach_abs(a))),
+    ("exp_inplace", lambda a, b: torch._foreach_exp_(a) or a),
+    ("maximum", lambda a, b: torch._foreach_maximum(a, b)),
+    ("clamp_min_scalar", lambda a, b: torch._foreach_clamp_min(a, 0.1)),
+    ("norm", lambda a, b: torch._foreach_norm(a, 2)),
+    ("norm_inf", lambda a, b: torch._foreach_norm(a, float("inf"))),
+    ("zero", lambda a, b: torch._foreach_zero_(a) or a),
+    ("copy", lambda a, b: torch._foreach_copy_(a, b) or a),
+    ("pow_scalar_and_tensor", lambda a, b: torch._foreach_pow(2.0, a)),
+]
+
+
+@pytest.mark.parametrize("name,fn", CASES, ids=[c[0] for c in CASES])
+def test_foreach_matches_cpu(mode, no_fallback, name, fn):
+    a, b = tensors(0), tensors(1)
+    expected = fn([t.clone() for t in a], [t.clone() for t in b])
+    got = fn(to_tpu(a), to_tpu(b))
+    torch.testing.assert_close(to_cpu(got), expected)
+
+
+def test_a_foreach_call_runs_as_one_program_in_strict_mode():
+    a, b = to_tpu(tensors(0)), to_tpu(tensors(1))
+    with torch_tpu.eager_mode("strict"):
+        torch.tpu.synchronize()
+        torch_tpu.reset_metrics()
+        torch._foreach_addcmul_(a, b, b, value=0.5)
+        torch.tpu.synchronize()
+        assert torch_tpu.metrics()["executions"] == 1
+        # The second call with the same layouts finds the program.
+        before = torch_tpu.metrics()["compiles"]
+        torch._foreach_addcmul_(a, b, b, value=0.25)
+        torch.tpu.synchronize()
+        assert torch_tpu.metrics()["compiles"] == before
+        assert torch_tpu.metrics()["executions"] == 2
+
+
+def test_foreach_of_mismatched_lists_raises_like_cpu(mode):
+    with pytest.raises(RuntimeError) as cpu:
+        torch._foreach_add(tensors(0), tensors(1)[:2])
+    with pytest.raises(RuntimeError) as tpu:
+        torch._foreach_add(to_tpu(tensors(0)), to_tpu(tensors(1)[:2]))
+    assert str(tpu.value).split("\n")[0] == str(cpu.value).split("\n")[0]
+
+
+def train(device, make_optimizer, clip=False):
+    """A small model's parameters after four steps of `make_optimizer(parameters)`."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4)).to(device)
+    optimizer = make_optimizer(model.parameters())
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(32, 8, generator=generator).to(device)
+    y = torch.randn(32, 4, generator=generator).to(device)
+    for _ in range(4):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.1, foreach=True)
+        optimizer.step()
+    return [p.detach().cpu() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("clip", [False, True])
+def test_adamw_foreach_and_clip_grad_norm_match_cpu(mode, no_fallback, clip):
+    tpu = train("tpu", lambda p: torch.optim.AdamW(p, lr=1e-2), clip)
+    cpu = train("cpu", lambda p: torch.optim.AdamW(p, lr=1e-2, foreach=False), clip)
+    torch.testing.assert_close(tpu, cpu, rtol=1e-4, atol=1e-5)
+
+
+def test_torch_optim_takes_its_foreach_path_on_tpu_as_on_cuda():
+    """PyTorch lists tpu among its foreach devices: AdamW's default step reaches the foreach ops,
+    each call one program in strict mode."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2)).to("tpu")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(3, 4, device="tpu")).sum().backward()
+    optimizer.step()  # the first step also creates the state, one tensor at a time as on CUDA
+    with torch_tpu.eager_mode("strict"):
+        torch.tpu.synchronize()
+        torch_tpu.reset_metrics()
+        optimizer.step()
+        torch.tpu.synchronize()
+        metrics = torch_tpu.metrics()
+    assert metrics["flush_reasons"].get("foreach op", 0) > 0
+    # A handful of foreach calls, not one program per parameter and op.
+    assert metrics["executions"] <= metrics["flush_reasons"]["foreach op"] + 2
