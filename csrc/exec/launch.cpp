@@ -192,12 +192,19 @@ void execute(const cache::Program& program, const std::vector<Storage*>& storage
   auto& client = runtime::Client::get();
   std::vector<runtime::BufferPtr> keep_alive;
   std::vector<const runtime::Buffer*> arguments;
+  // A storage's buffer that anything else still holds (another storage, a caller of
+  // dense_buffer, a collective) is not given to the program's result; the storage's own
+  // pending readers are ordered before the program by PJRT.
+  std::vector<int64_t> keep_arguments;
   arguments.reserve(program.parameters.size());
   for (const auto& parameter : program.parameters) {
     switch (parameter.source) {
-      case cache::Program::Parameter::Source::Storage:
-        arguments.push_back(state_of(*storages[parameter.index]).buffer.get());
+      case cache::Program::Parameter::Source::Storage: {
+        const runtime::BufferPtr& buffer = state_of(*storages[parameter.index]).buffer;
+        if (buffer.use_count() > 1) keep_arguments.push_back(static_cast<int64_t>(arguments.size()));
+        arguments.push_back(buffer.get());
         break;
+      }
       case cache::Program::Parameter::Source::Number:
         keep_alive.push_back(number_buffer(runtime.numbers[parameter.index], device));
         arguments.push_back(keep_alive.back().get());
@@ -220,7 +227,7 @@ void execute(const cache::Program& program, const std::vector<Storage*>& storage
 
   runtime::ExecuteResult result;
   try {
-    result = client.execute(*program.executable, device, arguments, program.output_types);
+    result = client.execute(*program.executable, device, arguments, program.output_types, keep_arguments);
   } catch (const runtime::PjrtError& e) {
     throw OpError(blame + " failed to launch: " + e.what(), e.out_of_memory());
   }

@@ -57,7 +57,11 @@ std::string describe(const OpCall& call) {
 }
 
 ProgramBuilder::ProgramBuilder(const StorageSet& storages)
-    : storages_(storages), value_(storages.size()), written_(storages.size(), false) {}
+    : storages_(storages),
+      value_(storages.size()),
+      parameter_value_(storages.size()),
+      parameter_position_(storages.size(), -1),
+      written_(storages.size(), false) {}
 
 hlo::Value ProgramBuilder::base_as(int32_t s, DType dtype) {
   const Storage* st = storages_.items()[s];
@@ -65,7 +69,8 @@ hlo::Value ProgramBuilder::base_as(int32_t s, DType dtype) {
     // Never written, in the program or before: what uninitialised memory may hold anyway.
     const StorageState& state = state_of(*st);
     if (!state.buffer) return b_.zeros({dtype, {st->length_as(dtype)}});
-    value_[s] = b_.parameter({state.dtype, {st->length_as(state.dtype)}});
+    value_[s] = parameter_value_[s] = b_.parameter({state.dtype, {st->length_as(state.dtype)}});
+    parameter_position_[s] = static_cast<int32_t>(parameters_.size());
     parameters_.push_back({cache::Program::Parameter::Source::Storage, s});
   }
   return reinterpret(b_, value_[s], dtype);
@@ -208,7 +213,20 @@ cache::Program ProgramBuilder::finish(const std::function<bool(const Storage&)>&
   program.parameters = parameters_;
   // A storage's buffer may come back in its value's own shape where the plugin allows: XLA:CPU
   // would otherwise compute a value once for the flat result and again for each later reader.
-  text_ = b_.module_text(runtime::Client::get().buffers_reshape_freely() ? b_.unreshaped(outputs) : outputs);
+  std::vector<hlo::Value> results = runtime::Client::get().buffers_reshape_freely() ? b_.unreshaped(outputs) : outputs;
+  // A storage the program reads and replaces whole may give its buffer to its new value
+  // (donation): an in-place update then needs no second copy of what it updates. Whether it does
+  // is decided at each launch (exec/launch.cpp), where other holders of the buffer are known.
+  std::vector<int32_t> result_of_parameter(parameters_.size(), -1);
+  for (size_t j = 0; j < results.size(); ++j) {
+    int32_t s = program.output_storages[j];
+    const TensorType& result = b_.type(results[j]);
+    const TensorType& parameter = b_.type(parameter_value_[s].valid() ? parameter_value_[s] : results[j]);
+    if (parameter_position_[s] >= 0 && result.dtype == parameter.dtype && numel(result.dims) == numel(parameter.dims)) {
+      result_of_parameter[parameter_position_[s]] = static_cast<int32_t>(j);
+    }
+  }
+  text_ = b_.module_text(results, 1, result_of_parameter);
   if (inject_failure_) text_ += "this is not StableHLO\n";
   return program;
 }

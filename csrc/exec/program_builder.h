@@ -35,6 +35,8 @@ class ProgramBuilder {
   const StorageSet& storages_;
   hlo::Builder b_;
   std::vector<hlo::Value> value_;  // per storage: its current value, once touched
+  std::vector<hlo::Value> parameter_value_;  // per storage: the parameter it came in as, if any
+  std::vector<int32_t> parameter_position_;  // ... and that parameter's position in @main
   // The bucket-shaped values of the padded writes that later padded reads take as they are.
   PaddedWrites padded_writes_;
   std::unordered_map<const Storage*, hlo::Value> written_padded_;

@@ -497,13 +497,22 @@ std::vector<Value> Builder::unreshaped(const std::vector<Value>& results) const 
   return out;
 }
 
-std::string Builder::module_text(const std::vector<Value>& results, int64_t num_replicas) const {
+std::string Builder::module_text(const std::vector<Value>& results, int64_t num_replicas,
+                                 const std::vector<int32_t>& result_of_parameter) const {
   std::string out = "module @torch_tpu attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = " +
                     std::to_string(num_replicas) + " : i32} {\n  func.func public @main(";
   const Block& main = blocks_[0];
   for (size_t i = 0; i < main.arguments.size(); ++i) {
     if (i) out += ", ";
     out += names_[main.arguments[i].id] + ": " + mlir_type(types_[main.arguments[i].id]);
+    int32_t aliased = i < result_of_parameter.size() ? result_of_parameter[i] : -1;
+    if (aliased >= 0) {
+      // The same bytes: a result may come back in its value's own shape (unreshaped).
+      check(aliased < static_cast<int32_t>(results.size()) && dtype(results[aliased]) == dtype(main.arguments[i]) &&
+                numel(dims(results[aliased])) == numel(dims(main.arguments[i])),
+            "an aliased parameter and its result must hold the same elements");
+      out += " {tf.aliasing_output = " + std::to_string(aliased) + " : i32}";
+    }
   }
   std::vector<TensorType> result_types;
   for (Value v : results) result_types.push_back(type(v));

@@ -113,7 +113,10 @@ class Builder {
 
   // The whole module, with `results` returned from @main in order; `num_replicas` > 1 for a
   // program whose replicas run together (collectives).
-  std::string module_text(const std::vector<Value>& results, int64_t num_replicas = 1) const;
+  // `result_of_parameter[i]` >= 0 lets the program write that result into @main's parameter i's
+  // buffer (tf.aliasing_output: the caller donates the buffer); both hold the same elements.
+  std::string module_text(const std::vector<Value>& results, int64_t num_replicas = 1,
+                          const std::vector<int32_t>& result_of_parameter = {}) const;
   // Each of `results` that is a reshape of another value of @main replaced by that value. A
   // caller that reads a result as bytes can return it in any shape with the same elements, and
   // should: XLA fuses a producer into each consumer it can, so a value that is both returned

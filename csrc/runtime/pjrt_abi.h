@@ -286,6 +286,7 @@ struct PJRT_Executable_DeserializeAndLoad_Args {
 };
 
 struct PJRT_Buffer_Destroy_Args { TPU_PJRT_HEADER; PJRT_Buffer* buffer; };
+struct PJRT_Buffer_IsDeleted_Args { TPU_PJRT_HEADER; PJRT_Buffer* buffer; bool is_deleted; };
 struct PJRT_Buffer_OnDeviceSizeInBytes_Args {
   TPU_PJRT_HEADER;
   PJRT_Buffer* buffer;
@@ -395,7 +396,7 @@ struct PJRT_Api {
   void* PJRT_Buffer_Device;
   void* PJRT_Buffer_Memory;
   void* PJRT_Buffer_Delete;
-  void* PJRT_Buffer_IsDeleted;
+  PJRT_Error* (*PJRT_Buffer_IsDeleted)(PJRT_Buffer_IsDeleted_Args*);
   PJRT_Error* (*PJRT_Buffer_CopyToDevice)(PJRT_Buffer_CopyToDevice_Args*);
   PJRT_Error* (*PJRT_Buffer_ToHostBuffer)(PJRT_Buffer_ToHostBuffer_Args*);
   void* PJRT_Buffer_IsOnCpu;

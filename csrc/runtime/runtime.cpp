@@ -344,8 +344,12 @@ Buffer::Buffer(PJRT_Buffer* raw, int device, TensorType type)
   account(device_, nbytes());
 }
 
+void Buffer::given_away() const {
+  if (!given_away_.exchange(true)) account(device_, -nbytes());
+}
+
 Buffer::~Buffer() {
-  account(device_, -nbytes());
+  if (!given_away_.load()) account(device_, -nbytes());
   if (!raw_ || !g_client) return;
   auto args = make_args<PJRT_Buffer_Destroy_Args>();
   args.buffer = raw_;
@@ -465,7 +469,8 @@ ExecutablePtr Client::deserialize(const std::string& bytes) {
 
 ExecuteResult Client::execute(const Executable& executable, int device,
                               const std::vector<const Buffer*>& arguments,
-                              const std::vector<TensorType>& output_types) {
+                              const std::vector<TensorType>& output_types,
+                              const std::vector<int64_t>& keep_arguments) {
   std::vector<PJRT_Buffer*> raw_args;
   raw_args.reserve(arguments.size());
   for (const Buffer* b : arguments) raw_args.push_back(b->raw());
@@ -484,7 +489,19 @@ ExecuteResult Client::execute(const Executable& executable, int device,
   args.output_lists = &output_list;
   args.device_complete_events = &done;
   args.execute_device = devices_.at(device);
+  options.non_donatable_input_indices = keep_arguments.data();
+  options.num_non_donatable_input_indices = keep_arguments.size();
   check(api_->PJRT_LoadedExecutable_Execute(&args), "program execution");
+  // Before the results are counted, so that a donation never shows as a peak of both.
+  for (const Buffer* b : arguments) {
+    auto deleted = make_args<PJRT_Buffer_IsDeleted_Args>();
+    deleted.buffer = b->raw();
+    if (PJRT_Error* error = api_->PJRT_Buffer_IsDeleted(&deleted)) {
+      discard(error);
+    } else if (deleted.is_deleted) {
+      b->given_away();
+    }
+  }
 
   ExecuteResult result;
   result.outputs.reserve(output_types.size());

@@ -61,11 +61,14 @@ class Buffer {
   int device() const { return device_; }
   const TensorType& type() const { return type_; }
   int64_t nbytes() const { return numel(type_.dims) * itemsize(type_.dtype); }
+  // Its memory went to a program's result (donation): it holds nothing from now on.
+  void given_away() const;
 
  private:
   PJRT_Buffer* raw_;
   int device_;
   TensorType type_;
+  mutable std::atomic<bool> given_away_{false};
 };
 using BufferPtr = std::shared_ptr<Buffer>;
 
@@ -148,9 +151,13 @@ class Client {
   // A program with one replica per device of `devices` (local indices, in replica order), for
   // collectives between them; not portable, so not part of the persistent cache.
   ExecutablePtr compile_replicated(const std::string& mlir_text, const std::vector<int>& devices);
+  // A program compiled with an argument aliased to a result (tf.aliasing_output) reuses that
+  // argument's memory for the result, and the argument is gone afterwards, unless its index is
+  // among `keep_arguments` (PJRT then copies). Arguments given away count no more as held memory.
   ExecuteResult execute(const Executable& executable, int device,
                         const std::vector<const Buffer*>& arguments,
-                        const std::vector<TensorType>& output_types);
+                        const std::vector<TensorType>& output_types,
+                        const std::vector<int64_t>& keep_arguments = {});
   // Runs a compile_replicated program: arguments[i] on devices[i]; one result per replica.
   std::vector<ExecuteResult> execute_replicated(const Executable& executable, const std::vector<int>& devices,
                                                 const std::vector<std::vector<const Buffer*>>& arguments,
