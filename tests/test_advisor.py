@@ -146,7 +146,8 @@ def test_command_line_json(known, tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""),
                TORCH_TPU_CACHE_DIR=str(tmp_path / "cache"))
-    env.pop("TORCH_TPU_EAGER_MODE", None)
+    for name in ("TORCH_TPU_EAGER_MODE", "TPU_LAUNCH_BLOCKING", "TORCH_TPU_DEFER_AND_FUSE", "TPU_DEFER_AND_FUSE"):
+        env.pop(name, None)  # the default mode, strict
     run = subprocess.run([sys.executable, "-m", "torch_tpu.advisor", "--json", "-o", str(out), str(known)],
                          env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
