@@ -15,8 +15,9 @@ bfloat16, sizes that change every step, and memory near the device's limit. Each
 change. The figures come from torch_tpu.metrics(), torch_tpu.fallback_counts() and
 torch.tpu's memory statistics; the advisor adds where in the user's code each thing happened.
 
-Watching costs time (tens of microseconds per op), which the advisor takes out of the time it
-reports; it resets the devices' peak memory statistics when it starts.
+Watching costs time (on 2 CPU cores, 100-200 microseconds per op), which the advisor takes out of
+the time it compares. It synchronizes the devices when it starts and ends, and resets their peak
+memory statistics when it starts. docs/advisor.md says how each figure is measured or estimated.
 """
 import contextlib
 
