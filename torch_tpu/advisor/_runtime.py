@@ -7,8 +7,10 @@ from ._findings import Finding, by_line, sentence
 from ._dynamo import parse_reason
 
 # Flush reasons that are the design working (a loop cut where its body repeats, a compiled graph's
-# capture) rather than something to change; host reads and fallbacks have findings of their own.
-_EXPECTED_FLUSHES = {"loop iteration", "loop start", "graph capture", "host access", "fallback op"}
+# capture, strict mode running a foreach op or a fused optimizer step as one program) rather than
+# something to change; host reads and fallbacks have findings of their own.
+_EXPECTED_FLUSHES = {"loop iteration", "loop start", "graph capture", "host access", "fallback op", "foreach op",
+                     "fused optimizer"}
 _FLUSH_ADVICE = {
     "device change": "keep the tensors of one step on one device: an op on another device flushes "
                      "the pending graph of this one",

@@ -254,6 +254,12 @@ def run_mode(model, ref, mode):
             record["op"] = failing_op(str(error))
             record["where"] = _where(error)
 
+    def verdict(stage, mismatch):
+        if mismatch:
+            fail(stage, "mismatch " + mismatch)
+        else:
+            record[stage] = "pass"
+
     with torch_tpu.eager_mode(_eager_mode_for(mode)):
         try:
             tpu_model = copy.deepcopy(model).eval().to("tpu")
@@ -263,12 +269,8 @@ def run_mode(model, ref, mode):
             if names != [n for n, _ in ref["out"]]:
                 fail("forward", f"outputs {names} != CPU's {[n for n, _ in ref['out']]}")
             else:
-                bad = next(filter(None, (elementwise_mismatch(n, a, e) for (n, a), (_, e)
-                                         in zip(out, ref["out"]))), None)
-                if bad:
-                    fail("forward", "mismatch " + bad)
-                else:
-                    record["forward"] = "pass"
+                verdict("forward", next(filter(None, (elementwise_mismatch(n, a, e) for (n, a), (_, e)
+                                                      in zip(out, ref["out"]))), None))
         except Exception as error:  # noqa: BLE001
             fail("forward", error)
         try:
@@ -290,10 +292,7 @@ def run_mode(model, ref, mode):
             for name in ref["params"]:
                 bad = bad or scaled_mismatch("updated " + name, params[name],
                                              ref["params"][name])
-            if bad:
-                fail("train", "mismatch " + bad)
-            else:
-                record["train"] = "pass"
+            verdict("train", bad)
         except Exception as error:  # noqa: BLE001
             fail("train", error)
         try:
