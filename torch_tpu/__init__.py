@@ -34,8 +34,9 @@ def _register():
     from . import tpu as tpu_module
 
     torch._register_device_module("tpu", tpu_module)
-    # torch.tpu is a module, not a package: `import torch.tpu.amp` needs its own entry.
+    # torch.tpu is a module, not a package: `import torch.tpu.amp` (and .memory) needs its own entry.
     sys.modules["torch.tpu.amp"] = tpu_module.amp
+    sys.modules["torch.tpu.memory"] = tpu_module.memory
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
     _C._set_default_mode(mode_from_environment().value)

@@ -403,3 +403,4 @@ def is_bf16_supported(including_emulation=True):
 
 
 from . import amp  # noqa: E402  (torch.tpu.amp, like torch.cuda.amp)
+from . import tpu_memory as memory  # noqa: E402  (torch.tpu.memory, like torch.cuda.memory)

@@ -12,6 +12,7 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/util/Exception.h>
 
+#include "aten/memory_history.h"
 #include "aten/tpu_tensor.h"
 
 namespace tpu::aten {
@@ -120,6 +121,7 @@ void delete_storage(void* raw) {
     stats.bytes.decrease(static_cast<size_t>(context->storage->nbytes));
     stats.allocations.decrease(1);
   }
+  if (recording_memory_history()) note_free(device, context->address, context->storage->nbytes);
   address_space(device).give_back(context->address, context->span);
   delete context;
 }
@@ -192,6 +194,7 @@ c10::DataPtr allocate_on(size_t nbytes, int device) {
   auto storage = std::make_shared<exec::Storage>(device, static_cast<int64_t>(nbytes));
   size_t span = 0;
   void* address = address_space(device).take(nbytes, &span);
+  if (recording_memory_history()) note_allocation(device, address, static_cast<int64_t>(nbytes));
   auto* context = new StorageContext{std::move(storage), address, span};
   return c10::DataPtr(address, context, &delete_storage,
                       c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));

@@ -26,6 +26,7 @@ void register_cache_bindings(py::module& m);
 void register_compile_bindings(py::module& m);
 void register_distributed_bindings(py::module& m);
 void register_autograd_shutdown_bindings(py::module& m);
+void register_memory_history_bindings(py::module& m);
 }
 
 namespace {
@@ -214,4 +215,5 @@ PYBIND11_MODULE(_C, m) {
   tpu::python::register_compile_bindings(m);
   tpu::python::register_distributed_bindings(m);
   tpu::python::register_autograd_shutdown_bindings(m);
+  tpu::python::register_memory_history_bindings(m);
 }
