@@ -120,3 +120,18 @@ def test_cat_of_tensors_on_two_devices_raises(mode, order):
         cat("tpu")
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
         torch.stack([torch.ones(2, device="tpu"), torch.ones(2)])
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: torch._assert_async(torch.tensor(0.0, device=d)),
+    lambda d: torch.ops.aten._assert_async.msg(torch.tensor(False, device=d), "the shapes disagree"),
+    lambda d: torch._assert_async(torch.tensor([1, 1], device=d)),
+], ids=["zero", "message", "two_values"])
+def test_assert_async_raises_like_cpu(mode, call):
+    _assert_raises_like_cpu(call)
+
+
+def test_assert_async_of_a_true_value_passes_on_the_device(mode, no_fallback):
+    torch._assert_async(torch.tensor(2.5, device="tpu"))
+    torch.ops.aten._assert_async.msg(torch.tensor([True], device="tpu"), "never raised")
+    torch.tpu.synchronize()
