@@ -295,6 +295,8 @@ class CallBuilder {
     throw NotLowerable{};
   }
 
+  static at::Tensor resolved(const at::Tensor& t) { return t.resolve_conj().resolve_neg(); }
+
   int32_t add_input(const at::Tensor& t) {
     use_device(t.device().index());
     call_.inputs.push_back(view_of(t));
@@ -340,10 +342,15 @@ class CallBuilder {
       TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, tpu:",
                   device(), " and ", t.device(), "!");
     }
+    // A conjugate or negative view carries its transformation as a bit that lowerings do not
+    // read: an input is resolved into a plain tensor first (a device copy), as PyTorch's own
+    // fallback for those bits does; a written one takes the CPU path, which handles the bits.
+    bool has_bits = t.is_conj() || t.is_neg();
+    if (writes && has_bits) throw NotLowerable{};
     if (writes) written_[static_cast<int>(&argument - schema_.arguments().data())] = t;
     if (!argument.is_out()) {
       arg->kind = Arg::Kind::Tensor;
-      arg->slot = add_input(t);
+      arg->slot = add_input(has_bits ? resolved(t) : t);
       arg->weak = t.dim() == 0;
     } else {
       use_device(t.device().index());
@@ -362,7 +369,7 @@ class CallBuilder {
           }
           const at::Tensor& t = entry.toTensor();
           if (!is_tpu(t)) throw NotLowerable{};
-          arg->slots.push_back(add_input(t));
+          arg->slots.push_back(add_input(t.is_conj() || t.is_neg() ? resolved(t) : t));
         }
         return;
       case c10::TypeKind::IntType:

@@ -13,6 +13,13 @@ using hlo::Builder;
 ElementwiseResult result_of(const Context& ctx) {
   const Output& out = ctx.outputs.at(0);
   if (is_complex(out.dtype)) throw Unsupported(ctx.op + " on complex tensors");
+  // A complex operand with a real result (abs, angle, isnan of a complex tensor): converting it
+  // to the real dtype would keep only its real part and give a wrong answer silently.
+  for (size_t i = 0; i < ctx.args.size(); ++i) {
+    if (ctx.args[i].kind == Arg::Kind::Tensor && is_complex(ctx.b.dtype(ctx.tensor(i)))) {
+      throw Unsupported(ctx.op + " of a complex tensor");
+    }
+  }
   return {out.dtype, accumulation_type(out.dtype), out.dims};
 }
 

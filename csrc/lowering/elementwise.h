@@ -16,7 +16,7 @@ struct ElementwiseResult {
   DType compute;
   Dims dims;
 };
-ElementwiseResult result_of(const Context& ctx);        // Unsupported for complex results
+ElementwiseResult result_of(const Context& ctx);        // Unsupported for complex results or operands
 ElementwiseResult float_result_of(const Context& ctx);  // ... and for non-floating ones
 
 // Operand i (tensor or number) in the compute dtype, broadcast to the result. It is rounded to the
