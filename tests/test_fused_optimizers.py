@@ -49,6 +49,20 @@ def test_fused_adam_with_stray_amsgrad_state_raises_like_cpu(mode):
     assert str(tpu.value).split("  (")[0] == str(cpu.value).split("  (")[0]
 
 
+SGD_OPTIONS = dict(weight_decay=0.0, lr=0.1, dampening=0.0, nesterov=False, maximize=False, is_first_step=False)
+
+
+@pytest.mark.parametrize("momentum,lists", [(0.9, lambda s: (s(0), s(1), [])), (0.9, lambda s: (s(0), s(1)[:1], s(2))),
+                                            (0.0, lambda s: (s(0), s(1), s(2)))],
+                         ids=["no_buffers", "short_grads", "stray_buffers"])
+def test_fused_sgd_with_mismatched_lists_raises_like_cpu(mode, momentum, lists):
+    with pytest.raises(RuntimeError) as cpu:
+        torch._fused_sgd_(*lists(state), momentum=momentum, **SGD_OPTIONS)
+    with pytest.raises(RuntimeError) as tpu:
+        torch._fused_sgd_(*[to_tpu(x) for x in lists(state)], momentum=momentum, **SGD_OPTIONS)
+    assert str(tpu.value).split("  (")[0] == str(cpu.value).split("  (")[0]
+
+
 @pytest.mark.parametrize("momentum,nesterov,first", [(0.0, False, False), (0.9, True, True), (0.9, False, False)])
 @pytest.mark.parametrize("scaled", ["none", "found_inf"])
 def test_fused_sgd_matches_cpu(mode, no_fallback, momentum, nesterov, first, scaled):

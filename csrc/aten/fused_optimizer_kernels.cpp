@@ -38,6 +38,10 @@ at::Tensor gradient(const at::Tensor& grad, const std::optional<at::Tensor>& gra
   return maximize ? g.neg() : g;
 }
 
+void check_length(at::TensorList list, at::TensorList params, const char* name) {
+  TORCH_CHECK(list.size() == params.size(), "Expected ", name, ".size() == n_tensors to be true, but got false.");
+}
+
 struct AdamOptions {
   double beta1, beta2, weight_decay, eps;
   bool amsgrad, maximize, decoupled_weight_decay;
@@ -47,14 +51,15 @@ void adam(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, 
           at::TensorList max_exp_avg_sqs, at::TensorList state_steps, const at::Tensor& lr, const AdamOptions& o,
           const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
   // CPU's checks, with its words.
+  check_length(grads, params, "grads");
+  check_length(exp_avgs, params, "exp_avgs");
+  check_length(exp_avg_sqs, params, "exp_avg_sqs");
   if (o.amsgrad) {
-    TORCH_CHECK(max_exp_avg_sqs.size() == params.size(), "Expected max_exp_avg_sqs to have the same length as params");
+    check_length(max_exp_avg_sqs, params, "max_exp_avg_sqs");
   } else {
     TORCH_CHECK(max_exp_avg_sqs.empty(), "Expected max_exp_avg_sqs.empty() to be true, but got false.");
   }
-  TORCH_CHECK(grads.size() == params.size() && exp_avgs.size() == params.size() &&
-                  exp_avg_sqs.size() == params.size() && state_steps.size() == params.size(),
-              "Expected all tensor lists to have the same length as params");
+  check_length(state_steps, params, "state_steps");
   as_one_program("fused optimizer", [&] {
     for (size_t i = 0; i < params.size(); ++i) {
       at::Tensor param = widened(params[i]);
@@ -111,6 +116,12 @@ void fused_adam_tensor_lr(at::TensorList params, at::TensorList grads, at::Tenso
 void sgd(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, double weight_decay,
          double momentum, const at::Tensor& lr, double dampening, bool nesterov, bool maximize, bool is_first_step,
          const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
+  check_length(grads, params, "grads");
+  if (momentum == 0) {
+    TORCH_CHECK(momentum_buffers.empty(), "Expected momentum_buffer_list.empty() to be true, but got false.");
+  } else {
+    check_length(momentum_buffers, params, "momentum_buffer_list");
+  }
   as_one_program("fused optimizer", [&] {
     for (size_t i = 0; i < params.size(); ++i) {
       at::Tensor param = widened(params[i]);
