@@ -13,11 +13,12 @@ void copy_view(const TensorView& src, const TensorView& dst) {
   TensorView source = src;
   if (src.storage->device != dst.storage->device) {
     materialize(*src.storage);
-    if (state_of(*src.storage).buffer) {
+    StorageState value = held_value(*src.storage);
+    if (value.buffer) {
       auto moved = std::make_shared<Storage>(dst.storage->device, src.storage->nbytes);
-      give_room(*moved, room_of(*src.storage));
-      state_of(*moved).dtype = state_of(*src.storage).dtype;
-      state_of(*moved).buffer = runtime::Client::get().copy_to_device(*state_of(*src.storage).buffer, dst.storage->device);
+      give_room(*moved, {value.spare_bytes, value.sized_to_bucket, value.grows});
+      state_of(*moved).dtype = value.dtype;
+      state_of(*moved).buffer = runtime::Client::get().copy_to_device(*value.buffer, dst.storage->device);
       source.storage = moved;
     }
   }
@@ -39,7 +40,7 @@ runtime::BufferPtr dense_buffer(const TensorView& view) {
   const Storage& s = *view.storage;
   materialize(s);
   int64_t count = numel(view.layout.sizes);
-  const StorageState& state = state_of(s);
+  StorageState state = held_value(s);
   if (state.buffer && state.dtype == view.dtype && view.layout.offset == 0 && count == s.length_as(state.dtype) &&
       lowering::is_contiguous(view.layout)) {
     return state.buffer;

@@ -57,7 +57,7 @@ void download(const TensorView& view, DType dtype, void* host) {
   const Storage& storage = *view.storage;
   auto& client = runtime::Client::get();
   materialize(storage);
-  const StorageState& state = state_of(storage);
+  StorageState state = held_value(storage);
   if (is_whole_dense_storage(view, dtype) && state.buffer && state.spare_bytes > 0 && state.dtype == dtype) {
     // The whole storage, with its bucket's room (exec/padding.h): one transfer, no program.
     runtime::BufferPtr roomy = state.buffer;

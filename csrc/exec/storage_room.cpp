@@ -64,4 +64,9 @@ void extend_to_bucket(const StoragePtr& storage, int64_t bucket_bytes) {
   give_room(*storage, room_of(*roomy));
 }
 
+StorageState held_value(const Storage& storage) {
+  Lock lock(executor_mutex());
+  return state_of(storage);
+}
+
 }  // namespace tpu::exec
