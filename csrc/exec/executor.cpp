@@ -5,8 +5,6 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
-#include <optional>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -30,8 +28,8 @@ LocationProvider g_location = nullptr;
 std::atomic<SyncHook> g_sync_hook{nullptr};
 std::atomic<int64_t> g_ops{0}, g_flushes{0};
 
-// Everything below is guarded by g_mutex: the lanes' pending graphs, the storages' executor
-// fields, the epochs pending and in flight. It is held for bookkeeping only: compiles and
+// Everything below is guarded by g_mutex (executor_mutex()): the lanes' pending graphs, every
+// StorageState, the epochs pending and in flight. It is held for bookkeeping only: compiles and
 // debug-mode waits release it (launch.h).
 std::mutex g_mutex;
 // Notified when a graph in flight has run or a lane's flush ends.

@@ -82,8 +82,8 @@ void download(const TensorView& view, DType dtype, void* host) {
 }
 
 void install(const TensorView& target, const runtime::BufferPtr& flat, int64_t offset) {
-  if (offset == 0 && numel(flat->type().dims) == numel(target.layout.sizes) && flat->nbytes() == target.storage->nbytes &&
-      is_whole_dense_storage(target, flat->type().dtype)) {
+  // Same dtype and the storage's byte size: the result is the storage's whole value.
+  if (offset == 0 && flat->nbytes() == target.storage->nbytes && is_whole_dense_storage(target, flat->type().dtype)) {
     materialize(*target.storage);  // a pending graph may still read or write the old value
     install_buffer(*target.storage, flat, target.dtype, {});
     return;
