@@ -14,6 +14,9 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+# The build imports torch, which would import an installed torch_tpu through its backend entry
+# point: a stale or half-built extension would then stop its own rebuild.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
 
 
 class CMakeExtension(Extension):
@@ -39,6 +42,9 @@ class CMakeBuild(build_ext):
             configure += ["-G", "Ninja"]
         if not os.path.exists(os.path.join(build_dir, "CMakeCache.txt")):
             subprocess.check_call(configure)
+        # The table of PyTorch's C++ meta functions follows the installed torch's headers.
+        subprocess.check_call([sys.executable, os.path.join(ROOT, "csrc", "aten", "gen_cpp_meta_table.py"),
+                               cpp_extension.include_paths()[0], os.path.join(build_dir, "generated")])
         jobs = os.environ.get("TORCH_TPU_BUILD_JOBS", str(os.cpu_count() or 2))
         # Paths relative to the checkout, so ccache hits across clones (CI builds a fresh one).
         env = dict(os.environ, CCACHE_BASEDIR=ROOT, CCACHE_NOHASHDIR="1")

@@ -80,7 +80,10 @@ def metrics():
     compile_seconds, executions, cache_entries; compile cost per kind of program
     (compiles_per_op, compile_seconds_per_op, and the same for fused_graph and compiled_graph),
     quick_compiles, per_op_compile_median_ms, compile_upgrades and compile_upgrade_seconds (the
-    background full compiles of quick programs), slow_compiles; and of torch.compile(backend="tpu"):
+    background full compiles of quick programs), slow_compiles; how ops' result layouts were found:
+    meta_results_cached, meta_functions_cpp (PyTorch's C++ meta functions, called directly),
+    meta_functions_dispatched (through the Meta dispatch key: Python reference code for most ops);
+    and of torch.compile(backend="tpu"):
     compiled_graphs (FX graphs handed to the backend: forward, backward and inference graphs
     count separately), compiled_graph_calls, compiled_graph_program_overflows (calls run op by op because their graph
     had compiled max_programs_per_graph programs)."""

@@ -420,7 +420,9 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     return false;
   }
   MetaCache::Shapes shapes = meta_cache().find(builder.meta_key());
-  if (!shapes) {
+  if (shapes) {
+    count_cached_meta();
+  } else {
     auto computed = run_meta(op, builder.meta_stack(), torch::jit::last(*stack, num_args), adapter);
     if (!computed) return false;
     shapes = meta_cache().insert(builder.meta_key(), std::move(*computed));

@@ -1,8 +1,26 @@
 #include "aten/meta_results.h"
 
+#include <atomic>
+
+#include "aten/composite_metas.h"
+#include "aten/cpp_meta.h"
 #include "aten/op_adapters.h"
 
 namespace tpu::aten {
+
+namespace {
+std::atomic<int64_t> g_cached{0}, g_cpp{0}, g_dispatched{0};
+}  // namespace
+
+MetaCounters meta_counters() { return {g_cached.load(), g_cpp.load(), g_dispatched.load()}; }
+
+void reset_meta_counters() {
+  g_cached = 0;
+  g_cpp = 0;
+  g_dispatched = 0;
+}
+
+void count_cached_meta() { ++g_cached; }
 
 MetaCache& meta_cache() {
   static auto* cache = new MetaCache();
@@ -14,7 +32,10 @@ c10::optional<std::vector<ResultShape>> run_meta(const c10::OperatorHandle& op, 
   try {
     if (adapter && adapter->run_meta) {
       adapter->run_meta(&meta);
+    } else if (run_cpp_meta(op, &meta) || run_composite_meta(op, &meta)) {
+      ++g_cpp;
     } else {
+      ++g_dispatched;
       op.callBoxed(&meta);
     }
   } catch (const c10::NotImplementedError&) {

@@ -39,6 +39,10 @@ class MetaCache {
     if (shapes_.size() > 65536) shapes_.clear();
     return shapes_[key] = entry;
   }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    shapes_.clear();
+  }
 
  private:
   std::mutex mutex_;
@@ -46,6 +50,18 @@ class MetaCache {
 };
 
 MetaCache& meta_cache();
+
+// How meta results were found since the last reset: in the cache, by a C++ function
+// (aten/cpp_meta.h, aten/composite_metas.h), or through the dispatcher's Meta kernel (for most
+// ops without a C++ function, PyTorch's Python reference code).
+struct MetaCounters {
+  int64_t cached = 0;
+  int64_t cpp = 0;
+  int64_t dispatched = 0;
+};
+MetaCounters meta_counters();
+void reset_meta_counters();
+void count_cached_meta();
 
 struct OpAdapter;
 

@@ -7,9 +7,11 @@
 #include <torch/csrc/Generator.h>
 
 #include "aten/backward_context.h"
+#include "aten/cpp_meta.h"
 #include "aten/cpu_fallback.h"
 #include "aten/device_checks.h"
 #include "aten/generator.h"
+#include "aten/meta_results.h"
 #include "aten/op_adapters.h"
 #include "aten/pinned_memory.h"
 #include "aten/tpu_tensor.h"
@@ -93,6 +95,10 @@ py::dict metrics() {
   tpu::exec::PaddingCounters padding = tpu::exec::padding_counters();
   d["padded_launches"] = padding.padded_launches;
   d["padding_declined"] = padding.declined;
+  tpu::aten::MetaCounters meta = tpu::aten::meta_counters();
+  d["meta_results_cached"] = meta.cached;
+  d["meta_functions_cpp"] = meta.cpp;
+  d["meta_functions_dispatched"] = meta.dispatched;
   return d;
 }
 
@@ -168,7 +174,12 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release no_gil;
     tpu::exec::flush(reason.c_str());
   }, py::arg("reason") = "explicit");
-  m.def("_reset_metrics", [] { tpu::exec::reset_counters(); });
+  m.def("_reset_metrics", [] {
+    tpu::exec::reset_counters();
+    tpu::aten::reset_meta_counters();
+  });
+  m.def("_cpp_meta_count", &tpu::aten::cpp_meta_count);
+  m.def("_forget_meta_results", [] { tpu::aten::meta_cache().clear(); });
   m.def("_forget_shape_history", [] { tpu::exec::forget_shape_history(); });
   m.def("_clear_program_cache", [] { tpu::cache::ProgramCache::get().clear(); });
   // PyTorch's own query (at::from_blob without a device asks it), through the hooks.
