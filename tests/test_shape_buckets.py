@@ -305,3 +305,16 @@ def test_buckets_can_be_turned_off(tmp_path):
         return int(out.stdout.strip().splitlines()[-1])
 
     assert compiles("1") < compiles("0")
+
+
+def test_views_differing_only_in_a_unit_dims_stride_share_one_program(mode, no_fallback):
+    # The last position of a [1, L] sequence for growing L is a [1, k] view whose row stride is L:
+    # a stride no element is reached through, so it must not make a new program each time.
+    base_cpu = torch.arange(64, dtype=torch.float32)
+    base = base_cpu.to("tpu")
+    torch.tpu.synchronize()
+    torch_tpu.reset_metrics()
+    for row_stride in range(5, 13):
+        got = base.as_strided((1, 4), (row_stride, 1), 3) * 2
+        torch.testing.assert_close(got.cpu(), base_cpu.as_strided((1, 4), (row_stride, 1), 3) * 2)
+    assert torch_tpu.metrics()["compiles"] <= 1  # none when an earlier mode compiled it

@@ -8,6 +8,7 @@
 
 #include "aten/device_checks.h"
 #include "aten/tpu_tensor.h"
+#include "lowering/view_access.h"
 #include "cache/program_cache.h"
 
 namespace tpu::aten {
@@ -19,6 +20,14 @@ bool on_tpu(const std::optional<at::Tensor>& t) {
 }
 
 std::vector<int64_t> vec(at::IntArrayRef values) { return {values.begin(), values.end()}; }
+
+// The captured program read its arguments through views whose size-1 dims have canonical strides
+// (aten/tpu_tensor.cpp), so arguments that differ only there replay it too.
+std::vector<int64_t> unit_strides_canonical(const at::Tensor& t) {
+  std::vector<int64_t> strides = vec(t.strides());
+  lowering::canonicalize_unit_strides(strides, vec(t.sizes()));
+  return strides;
+}
 
 at::Tensor view_of_storage(const c10::Storage& storage, at::ScalarType dtype, const std::vector<int64_t>& sizes,
                            const std::vector<int64_t>& strides, int64_t offset) {
@@ -50,7 +59,7 @@ std::shared_ptr<GraphReplay> GraphReplay::bind(std::shared_ptr<exec::Capture> ca
       layout.tensor = true;
       layout.dtype = t.scalar_type();
       layout.sizes = vec(t.sizes());
-      layout.strides = vec(t.strides());
+      layout.strides = unit_strides_canonical(t);
       layout.offset = t.storage_offset();
       auto [it, inserted] = input_of_storage.emplace(storage_of(t).get(), static_cast<int>(i));
       if (!inserted) layout.shares_storage_with = it->second;
@@ -137,7 +146,7 @@ bool GraphReplay::matches(const Tensors& inputs) const {
     if (!tensor) continue;
     const at::Tensor& t = *inputs[i];
     if (!on_tpu(inputs[i]) || t.scalar_type() != layout.dtype || t.sizes() != at::IntArrayRef(layout.sizes) ||
-        t.strides() != at::IntArrayRef(layout.strides) || t.storage_offset() != layout.offset) {
+        unit_strides_canonical(t) != layout.strides || t.storage_offset() != layout.offset) {
       return false;
     }
   }

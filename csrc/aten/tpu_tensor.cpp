@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "lowering/view_access.h"
+
 namespace tpu::aten {
 
 DType to_dtype(at::ScalarType type) {
@@ -61,6 +63,7 @@ exec::TensorView view_of(const at::Tensor& tensor) {
   view.dtype = to_dtype(tensor.scalar_type());
   view.layout.sizes.assign(tensor.sizes().begin(), tensor.sizes().end());
   view.layout.strides.assign(tensor.strides().begin(), tensor.strides().end());
+  lowering::canonicalize_unit_strides(view.layout.strides, view.layout.sizes);
   view.layout.offset = tensor.storage_offset();
   return view;
 }

@@ -158,6 +158,17 @@ bool is_contiguous(const ViewLayout& layout) {
   return true;
 }
 
+void canonicalize_unit_strides(Dims& strides, const Dims& sizes) {
+  int64_t dense = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] == 1) {
+      strides[i] = dense;
+    } else {
+      dense = strides[i] * sizes[i];
+    }
+  }
+}
+
 bool offset_is_runtime(const ViewLayout& layout, int64_t base_length) {
   if (numel(layout.sizes) == 0) return false;
   for (int64_t stride : layout.strides) {

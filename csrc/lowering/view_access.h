@@ -17,6 +17,10 @@ struct ViewLayout {
 };
 
 bool is_contiguous(const ViewLayout& layout);
+// Gives every dim of size 1 the stride a dense layout would give it. Such a stride never moves the
+// view, but it would make views that differ only there (x[:, -1] of a sequence that grew) look
+// different to a program's key and compile a program each.
+void canonicalize_unit_strides(Dims& strides, const Dims& sizes);
 // A dense row-major layout of `sizes` starting at element `offset`.
 ViewLayout dense_layout(const Dims& sizes, int64_t offset = 0);
 

@@ -128,6 +128,28 @@ TEST(offsets_are_runtime_arguments_except_for_whole_storages_and_views_past_thei
   EXPECT(!lowering::is_contiguous({{3, 4}, {1, 3}, 0}));
 }
 
+// Views that differ only in a size-1 dim's stride get one description (so one key and one program),
+// and it is the dense one wherever the other dims are dense.
+TEST(unit_dims_get_the_dense_stride) {
+  struct Case {
+    Dims sizes, strides, expected;
+  };
+  const std::vector<Case> cases = {
+      {{1, 5}, {29, 1}, {5, 1}},           // x[:, -5:] of a [1, 29] sequence
+      {{1, 5}, {30, 1}, {5, 1}},           // ... after it grew by one
+      {{5, 1}, {1, 5}, {1, 1}},            // a transposed column
+      {{2, 1, 3}, {3, 17, 1}, {3, 3, 1}},  // a size-1 middle dim
+      {{3, 1, 4}, {1, 99, 3}, {1, 12, 3}},  // around a permuted view, its dims untouched
+      {{1, 1}, {7, 3}, {1, 1}},
+      {{4, 2}, {0, 1}, {0, 1}},            // a broadcast keeps its zero stride
+  };
+  for (const Case& c : cases) {
+    Dims strides = c.strides;
+    lowering::canonicalize_unit_strides(strides, c.sizes);
+    EXPECT(strides == c.expected);
+  }
+}
+
 // Each placement kind read and written, at a constant offset and (where the view allows) a runtime
 // one: the elements must be those its sizes, strides and offset name, and the cheap forms must be
 // taken where the header promises them (a gather or scatter only where nothing else fits).
