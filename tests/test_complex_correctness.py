@@ -39,3 +39,87 @@ def test_writes_through_a_conjugate_view_match_cpu(mode):
     a.conj().mul_(2)
     t.conj().mul_(2)
     torch.testing.assert_close(t.cpu(), a)
+
+
+COMPLEX_ARITHMETIC = {
+    "mul": lambda a, b, r: a * b,
+    "add": lambda a, b, r: a + b,
+    "sub_alpha": lambda a, b, r: torch.sub(a, b, alpha=2.5),
+    "times_real": lambda a, b, r: a * r,
+    "real_plus": lambda a, b, r: r + a,
+    "numbers": lambda a, b, r: a * 3 - 1.5,
+    "neg": lambda a, b, r: -a,
+    "conj_physical": lambda a, b, r: torch.conj_physical(a),
+    "conj_physical_of_real": lambda a, b, r: torch.conj_physical(r),
+    "times_conj_view": lambda a, b, r: a * b.conj(),
+    "mul_": lambda a, b, r: a.clone().mul_(b),
+    "conj_physical_": lambda a, b, r: a.clone().conj_physical_(),
+}
+
+
+@pytest.mark.parametrize("name", list(COMPLEX_ARITHMETIC))
+def test_complex_arithmetic_runs_on_the_device(mode, name, no_fallback):
+    a, b = complex_sample(5, 3, seed=3), complex_sample(3, seed=4)
+    r = torch.randn(5, 3, generator=torch.Generator().manual_seed(5))
+    fn = COMPLEX_ARITHMETIC[name]
+    want = fn(a, b, r)
+    got = fn(a.to("tpu"), b.to("tpu"), r.to("tpu"))
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(to_cpu(got), want)
+
+
+class RotaryProjection(torch.nn.Module):
+    """A projection followed by rotary embeddings in complex numbers, as Meta's reference Llama
+    and PyTorch's large-scale training library write them (view_as_complex, a complex freqs_cis
+    buffer, complex mul, view_as_real)."""
+
+    def __init__(self, heads=4, head_dim=16, length=8):
+        super().__init__()
+        self.heads = heads
+        self.proj = torch.nn.Linear(heads * head_dim, heads * head_dim)
+        angles = torch.outer(torch.arange(length, dtype=torch.float32),
+                             1.0 / 10000 ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+        self.register_buffer("freqs_cis", torch.polar(torch.ones_like(angles), angles))
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q = self.proj(x).view(b, t, self.heads, -1)
+        q_complex = torch.view_as_complex(q.float().reshape(b, t, self.heads, -1, 2))
+        rotated = torch.view_as_real(q_complex * self.freqs_cis[:t].view(1, t, 1, -1)).flatten(3)
+        return rotated.type_as(x)
+
+
+def rotary_training(device, compiled=False, steps=3):
+    torch.manual_seed(0)
+    model = RotaryProjection().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    forward = torch.compile(model, backend="tpu") if compiled else model
+    losses = []
+    for step in range(steps):
+        x = torch.randn(2, 8, 64, generator=torch.Generator().manual_seed(step)).to(device)
+        loss = forward(x).square().mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses, [p.detach().cpu() for p in model.parameters()]
+
+
+def test_rotary_embeddings_in_complex_numbers_train_on_the_device(mode, no_fallback):
+    losses, params = rotary_training("tpu")
+    cpu_losses, cpu_params = rotary_training("cpu")
+    torch.testing.assert_close(losses, cpu_losses)
+    torch.testing.assert_close(params, cpu_params)
+
+
+def test_compiled_rotary_training_step_is_replayed(no_fallback):
+    import torch_tpu
+
+    torch_tpu.reset_metrics()
+    losses, _ = rotary_training("tpu", compiled=True, steps=4)
+    metrics = torch_tpu.metrics()
+    cpu_losses, _ = rotary_training("cpu", steps=4)
+    torch.testing.assert_close(losses, cpu_losses)
+    # The forward and backward graphs are recorded once each, then replayed on every other call.
+    assert metrics["compiled_graph_calls"] == 8
+    assert metrics["graph_replays"] == 6

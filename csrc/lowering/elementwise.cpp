@@ -23,6 +23,12 @@ ElementwiseResult result_of(const Context& ctx) {
   return {out.dtype, accumulation_type(out.dtype), out.dims};
 }
 
+ElementwiseResult complex_closed_result_of(const Context& ctx) {
+  const Output& out = ctx.outputs.at(0);
+  if (!is_complex(out.dtype)) return result_of(ctx);
+  return {out.dtype, out.dtype, out.dims};
+}
+
 ElementwiseResult float_result_of(const Context& ctx) {
   ElementwiseResult r = result_of(ctx);
   if (!is_floating(r.dtype)) throw Unsupported(ctx.op + " with a non-floating result");

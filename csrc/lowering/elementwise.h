@@ -18,6 +18,10 @@ struct ElementwiseResult {
 };
 ElementwiseResult result_of(const Context& ctx);        // Unsupported for complex results or operands
 ElementwiseResult float_result_of(const Context& ctx);  // ... and for non-floating ones
+// For ops whose complex form is the same StableHLO op on complex operands (add, sub, mul, neg):
+// a complex result computes in its own dtype, every operand converted to it (a real x becomes
+// (x, 0)); a real result is result_of's.
+ElementwiseResult complex_closed_result_of(const Context& ctx);
 
 // Operand i (tensor or number) in the compute dtype, broadcast to the result. It is rounded to the
 // result dtype first, as PyTorch casts every operand to the common dtype before its f16 / bf16

@@ -20,7 +20,7 @@ using hlo::Builder;
 
 // self + alpha * other, for add / sub / rsub. alpha is args[2] when given.
 Value scaled_sum(Context& ctx, size_t lhs, size_t rhs, bool subtract) {
-  ElementwiseResult r = result_of(ctx);
+  ElementwiseResult r = complex_closed_result_of(ctx);
   Builder& b = ctx.b;
   Value x = arg_as(ctx, lhs, r);
   Value y = arg_as(ctx, rhs, r);
@@ -42,7 +42,7 @@ TPU_LOWERING("sub", lower_sub);
 TPU_LOWERING("rsub", lower_rsub);
 
 std::vector<Value> lower_mul(Context& ctx) {
-  ElementwiseResult r = result_of(ctx);
+  ElementwiseResult r = complex_closed_result_of(ctx);
   Value x = binary_operand_as(ctx, 0, r), y = binary_operand_as(ctx, 1, r);
   if (r.dtype == DType::Bool) return {op(ctx.b, "and", x, y)};
   return finish(ctx, r, ctx.b.mul(x, y));

@@ -143,12 +143,24 @@ TPU_LOWERING("logit", lower_logit);
 // Unary ops that keep integer dtypes.
 
 std::vector<Value> lower_neg(Context& ctx) {
-  ElementwiseResult r = result_of(ctx);
+  ElementwiseResult r = complex_closed_result_of(ctx);
   if (r.dtype == DType::Bool) throw Unsupported("neg of a bool tensor");
   Value x = operand_as(ctx, 0, r.dtype, r.dims);
   return {ctx.b.sub(splat(ctx.b, 0, x), x)};  // also wraps unsigned values like PyTorch
 }
 TPU_LOWERING("neg", lower_neg);
+
+// conj_physical: (re, -im) of a complex tensor, a copy of a real one.
+std::vector<Value> lower_conj_physical(Context& ctx) {
+  ElementwiseResult r = complex_closed_result_of(ctx);
+  Builder& b = ctx.b;
+  Value x = operand_as(ctx, 0, r.dtype, r.dims);
+  if (!is_complex(r.dtype)) return {x};
+  TensorType part{r.dtype == DType::C64 ? DType::F32 : DType::F64, r.dims};
+  Value real = b.op1("stablehlo.real", {x}, part), imag = b.op1("stablehlo.imag", {x}, part);
+  return {b.op1("stablehlo.complex", {real, op(b, "negate", imag)}, TensorType{r.dtype, r.dims})};
+}
+TPU_LOWERING("conj_physical", lower_conj_physical);
 
 std::vector<Value> lower_abs(Context& ctx) {
   ElementwiseResult r = result_of(ctx);
