@@ -175,8 +175,43 @@ std::vector<Value> lower_arange(Context& ctx) {
 // clone(self, memory_format): the value itself; layout is the storage's business.
 std::vector<Value> lower_clone(Context& ctx) { return {as_output(ctx, ctx.tensor(0))}; }
 
+// unfold_backward(grad_in, input_sizes, dim, size, step): each window's gradient added back at the
+// positions it was read from (the overlap-add istft performs). Element j of every window lands at
+// j, j + step, ...: one interior-padded copy of grad_in[..., j] per window element.
+std::vector<Value> lower_unfold_backward(Context& ctx) {
+  Builder& b = ctx.b;
+  const Output& out = ctx.outputs.at(0);
+  Value grad = ctx.tensor(0);
+  int64_t rank = static_cast<int64_t>(out.dims.size());
+  int64_t size = ctx.int_arg(3, 0), step = ctx.int_arg(4, 0);
+  if (rank == 0 || size < 1 || step < 1 || size > 1024 || b.rank(grad) != rank + 1) {
+    throw Unsupported("unfold_backward with these arguments");
+  }
+  int64_t dim = wrap_dim(ctx.int_arg(2, 0), rank);
+  int64_t length = out.dims[dim], windows = b.dims(grad)[dim];
+  DType compute = accumulation_type(out.dtype);
+  Value total = b.zeros(TensorType{compute, out.dims});
+  if (windows == 0) return {as_output(ctx, total)};
+  Dims window_dims = b.dims(grad);
+  window_dims.pop_back();
+  Dims start(rank + 1, 0), limit = b.dims(grad), unit(rank + 1, 1);
+  Dims low(rank, 0), high(rank, 0), interior(rank, 0);
+  interior[dim] = step - 1;
+  Value zero = b.constant(0, compute);
+  for (int64_t j = 0; j < size; ++j) {
+    start[rank] = j;
+    limit[rank] = j + 1;
+    Value element = b.reshape(b.convert(b.slice(grad, start, limit, unit), compute), window_dims);
+    low[dim] = j;
+    high[dim] = length - (j + (windows - 1) * step + 1);
+    total = b.add(total, b.pad(element, zero, low, high, interior));
+  }
+  return {as_output(ctx, total)};
+}
+
 }  // namespace
 
+TPU_LOWERING("unfold_backward", lower_unfold_backward);
 TPU_LOWERING("cat", lower_cat);
 TPU_LOWERING("channel_shuffle", lower_channel_shuffle);
 TPU_LOWERING("native_channel_shuffle", lower_channel_shuffle);
