@@ -501,3 +501,19 @@ def test_activation_gradients_through_autograd(mode, no_fallback, name):
         return inp.grad
 
     torch.testing.assert_close(grad_of(x.to("tpu"), g.to("tpu")).cpu(), grad_of(x, g))
+
+
+SPECIAL_EDGES = torch.tensor([0.0, -0.0, 1e-8, 0.3, -0.7, 2.5, -40.0, 90.0, float("inf"), float("-inf"), float("nan")])
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("entr", torch.special.entr),
+    ("xlog1py", lambda x: torch.special.xlog1py(x, x.flip(0).abs() - 0.5)),
+    ("xlog1py_scalar", lambda x: torch.special.xlog1py(x, 2.0)),
+    ("i1e", torch.special.i1e),
+    ("spherical_bessel_j0", torch.special.spherical_bessel_j0),
+], ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_special_functions_at_their_edges_match_cpu(mode, name, fn, dtype, no_fallback):
+    x = SPECIAL_EDGES.to(dtype)
+    torch.testing.assert_close(fn(x.to("tpu")).cpu(), fn(x), equal_nan=True)

@@ -143,6 +143,50 @@ std::vector<Value> lower_sinc(Context& ctx) {
   return finish(ctx, r, b.select(b.compare(x, splat(b, 0, x), "EQ"), splat(b, 1, x), y));
 }
 
+// special_entr(x) = -x ln x: 0 at 0, -inf below it (nan stays nan).
+std::vector<Value> lower_special_entr(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  Builder& b = ctx.b;
+  Value x = arg_as(ctx, 0, r);
+  Value zero = splat(b, 0, x);
+  Value y = op(b, "negate", b.mul(x, op(b, "log", x)));
+  y = b.select(b.compare(x, zero, "EQ"), zero, y);
+  return finish(ctx, r, b.select(b.compare(x, zero, "LT"), splat(b, -kInf, x), y));
+}
+
+// special_xlog1py(x, y) = x log1p(y), and 0 where x is 0 unless y is nan (as xlogy).
+std::vector<Value> lower_special_xlog1py(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  Builder& b = ctx.b;
+  Value x = binary_operand_as(ctx, 0, r), y = binary_operand_as(ctx, 1, r);
+  Value product = b.mul(x, op(b, "log_plus_one", y));
+  Value zero_x = op(b, "and", b.compare(x, splat(b, 0, x), "EQ"), b.compare(y, y, "EQ"));
+  return finish(ctx, r, b.select(zero_x, splat(b, 0, x), product));
+}
+
+// special_i1e: CHLO's exponentially scaled modified Bessel function of order one.
+std::vector<Value> lower_special_i1e(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  return finish(ctx, r, chlo(ctx.b, "bessel_i1e", arg_as(ctx, 0, r)));
+}
+
+// special_spherical_bessel_j0(x) = sin(x) / x, by its series near 0 where the quotient loses
+// digits (as PyTorch's kernel does below |x| = 0.5).
+std::vector<Value> lower_special_spherical_bessel_j0(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  Builder& b = ctx.b;
+  Value x = arg_as(ctx, 0, r);
+  Value x2 = b.mul(x, x);
+  // 1 - x^2/6 + x^4/120 - x^6/5040 + x^8/362880 - x^10/39916800
+  Value series = splat(b, -1.0 / 39916800, x);
+  for (double c : {1.0 / 362880, -1.0 / 5040, 1.0 / 120, -1.0 / 6, 1.0}) series = b.add(b.mul(series, x2), splat(b, c, x));
+  Value quotient = b.div(op(b, "sine", x), x);
+  Value small = b.compare(op(b, "abs", x), splat(b, 0.5, x), "LT");
+  Value y = b.select(small, series, quotient);
+  // sin(x) / x tends to 0 at both infinities, where the quotient is nan.
+  return finish(ctx, r, b.select(b.compare(op(b, "abs", x), splat(b, kInf, x), "EQ"), splat(b, 0, x), y));
+}
+
 // heaviside(self, values): values where self == 0, else self > 0 (nan gives 0, as on CPU).
 std::vector<Value> lower_heaviside(Context& ctx) {
   ElementwiseResult r = result_of(ctx);
@@ -207,6 +251,10 @@ TPU_LOWERING("nextafter", lower_nextafter);
 TPU_LOWERING("logaddexp", lower_logaddexp<false>);
 TPU_LOWERING("logaddexp2", lower_logaddexp<true>);
 TPU_LOWERING("sinc", lower_sinc);
+TPU_LOWERING("special_entr", lower_special_entr);
+TPU_LOWERING("special_xlog1py", lower_special_xlog1py);
+TPU_LOWERING("special_i1e", lower_special_i1e);
+TPU_LOWERING("special_spherical_bessel_j0", lower_special_spherical_bessel_j0);
 TPU_LOWERING("heaviside", lower_heaviside);
 TPU_LOWERING("angle", lower_angle);
 TPU_LOWERING("frexp", lower_frexp);
