@@ -94,14 +94,16 @@ def rotary_training(device, compiled=False, steps=3):
     model = RotaryProjection().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     forward = torch.compile(model, backend="tpu") if compiled else model
-    losses = []
-    for step in range(steps):
-        x = torch.randn(2, 8, 64, generator=torch.Generator().manual_seed(step)).to(device)
+
+    def train_step(x):
         loss = forward(x).square().mean()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        losses.append(loss.item())
+        return loss.item()
+
+    inputs = [torch.randn(2, 8, 64, generator=torch.Generator().manual_seed(step)) for step in range(steps)]
+    losses = [train_step(x.to(device)) for x in inputs]
     return losses, [p.detach().cpu() for p in model.parameters()]
 
 

@@ -22,10 +22,15 @@ struct Moved {
   Dims lengths;      // the transformed dims' sizes, in order
 };
 
-// The op's tensor argument with its transformed dims (args[1]) moved last, in the given order.
-Moved transformed_dims_last(Context& ctx) {
+// The op's tensor argument with its transformed dims (args[1]) moved last, in the given order;
+// Unsupported unless it is complex (`complex_input`) or float32 / float64.
+Moved transformed_dims_last(Context& ctx, bool complex_input) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
+  DType dtype = b.dtype(x);
+  if (complex_input ? !is_complex(dtype) : dtype != DType::F32 && dtype != DType::F64) {
+    throw Unsupported(ctx.op + " of a " + mlir_name(dtype) + " tensor");
+  }
   int64_t rank = b.rank(x);
   const Dims& given = ctx.arg(1).ints;
   if (given.empty() || given.size() > 3) throw Unsupported("a transform over " + std::to_string(given.size()) + " dims");
@@ -65,19 +70,20 @@ Value normalized(Context& ctx, Value x, int64_t n, bool xla_inverse) {
   return ctx.b.mul(x, ctx.b.full(factor, ctx.b.type(x)));
 }
 
-Value back_in_place(Builder& b, Value x, const Dims& permutation) {
-  Dims inverse(permutation.size());
-  for (size_t i = 0; i < permutation.size(); ++i) inverse[permutation[i]] = static_cast<int64_t>(i);
-  return b.transpose(x, inverse);
+// The op's result: the transform `y` of `m`'s `n` points, normalized, its dims moved back.
+std::vector<Value> transformed(Context& ctx, const Moved& m, Value y, int64_t n, bool xla_inverse) {
+  y = normalized(ctx, y, n, xla_inverse);
+  Dims inverse(m.permutation.size());
+  for (size_t i = 0; i < m.permutation.size(); ++i) inverse[m.permutation[i]] = static_cast<int64_t>(i);
+  return {as_output(ctx, ctx.b.transpose(y, inverse))};
 }
 
 // _fft_r2c(self, dim, normalization, onesided): the last transformed dim keeps n / 2 + 1 points
 // when onesided.
 std::vector<Value> lower_fft_r2c(Context& ctx) {
   Builder& b = ctx.b;
-  Moved m = transformed_dims_last(ctx);
+  Moved m = transformed_dims_last(ctx, false);
   DType real = b.dtype(m.value);
-  if (real != DType::F32 && real != DType::F64) throw Unsupported("a real transform of " + std::string(mlir_name(real)));
   Dims dims = b.dims(m.value);
   Value y;
   if (ctx.bool_arg(3, true)) {
@@ -86,21 +92,17 @@ std::vector<Value> lower_fft_r2c(Context& ctx) {
   } else {
     y = fft(b, b.convert(m.value, complex_of(real)), "FFT", m.lengths, complex_of(real), dims);
   }
-  y = normalized(ctx, y, numel(m.lengths), /*xla_inverse=*/false);
-  return {as_output(ctx, back_in_place(b, y, m.permutation))};
+  return transformed(ctx, m, y, numel(m.lengths), /*xla_inverse=*/false);
 }
 TPU_LOWERING("_fft_r2c", lower_fft_r2c);
 
 // _fft_c2c(self, dim, normalization, forward)
 std::vector<Value> lower_fft_c2c(Context& ctx) {
   Builder& b = ctx.b;
-  Moved m = transformed_dims_last(ctx);
-  DType dtype = b.dtype(m.value);
-  if (!is_complex(dtype)) throw Unsupported("a complex transform of a real tensor");
+  Moved m = transformed_dims_last(ctx, true);
   bool forward = ctx.bool_arg(3, true);
-  Value y = fft(b, m.value, forward ? "FFT" : "IFFT", m.lengths, dtype, b.dims(m.value));
-  y = normalized(ctx, y, numel(m.lengths), /*xla_inverse=*/!forward);
-  return {as_output(ctx, back_in_place(b, y, m.permutation))};
+  Value y = fft(b, m.value, forward ? "FFT" : "IFFT", m.lengths, b.dtype(m.value), b.dims(m.value));
+  return transformed(ctx, m, y, numel(m.lengths), /*xla_inverse=*/!forward);
 }
 TPU_LOWERING("_fft_c2c", lower_fft_c2c);
 
@@ -108,9 +110,8 @@ TPU_LOWERING("_fft_c2c", lower_fft_c2c);
 // last transformed dim holds last_dim_size / 2 + 1 points.
 std::vector<Value> lower_fft_c2r(Context& ctx) {
   Builder& b = ctx.b;
-  Moved m = transformed_dims_last(ctx);
+  Moved m = transformed_dims_last(ctx, true);
   DType dtype = b.dtype(m.value);
-  if (!is_complex(dtype)) throw Unsupported("a complex-to-real transform of a real tensor");
   int64_t last = ctx.int_arg(3, 0);
   if (last < 1 || m.lengths.back() != last / 2 + 1) throw Unsupported("a last dim other than last_dim_size / 2 + 1");
   m.lengths.back() = last;
@@ -118,8 +119,7 @@ std::vector<Value> lower_fft_c2r(Context& ctx) {
   dims.back() = last;
   DType real = dtype == DType::C128 ? DType::F64 : DType::F32;
   Value y = fft(b, m.value, "IRFFT", m.lengths, real, dims);
-  y = normalized(ctx, y, numel(m.lengths), /*xla_inverse=*/true);
-  return {as_output(ctx, back_in_place(b, y, m.permutation))};
+  return transformed(ctx, m, y, numel(m.lengths), /*xla_inverse=*/true);
 }
 TPU_LOWERING("_fft_c2r", lower_fft_c2r);
 

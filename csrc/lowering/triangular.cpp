@@ -108,31 +108,35 @@ std::vector<Value> lower_linalg_cholesky_ex(Context& ctx) {
   return {as_output(ctx, factor, 0), as_output(ctx, info, 1)};
 }
 
-// linalg_solve_triangular(A, B, upper, left, unitriangular): X with A X = B (left) or X A = B.
-std::vector<Value> lower_linalg_solve_triangular(Context& ctx) {
+// A solve's square matrix (args[a_index]) and right-hand side (args[rhs_index]), both broadcast to
+// the batch dims of the result.
+struct SolveOperands {
+  Value matrix, rhs;
+};
+SolveOperands solve_operands(Context& ctx, size_t a_index, size_t rhs_index) {
   Builder& b = ctx.b;
   const Output& out = ctx.outputs.at(0);
-  Value a = ctx.tensor(0), rhs = ctx.tensor(1);
-  DType dtype = real_matrix_dtype(ctx, a);
-  if (b.dtype(rhs) != dtype || out.dims.size() < 2) throw Unsupported(ctx.op + " with these operands");
-  bool upper = ctx.bool_arg(2, false), left = ctx.bool_arg(3, true), unit = ctx.bool_arg(4, false);
+  Value a = ctx.tensor(a_index), rhs = ctx.tensor(rhs_index);
+  if (b.dtype(rhs) != real_matrix_dtype(ctx, a) || out.dims.size() < 2) {
+    throw Unsupported(ctx.op + " with these operands");
+  }
   int64_t n = b.dims(a).back();
-  a = b.broadcast_to(a, with_batch(matrix_batch(out.dims), n, n));
-  rhs = b.broadcast_to(rhs, out.dims);
-  return {as_output(ctx, triangular_solve(b, a, rhs, left, !upper, unit, false))};
+  return {b.broadcast_to(a, with_batch(matrix_batch(out.dims), n, n)), b.broadcast_to(rhs, out.dims)};
+}
+
+// linalg_solve_triangular(A, B, upper, left, unitriangular): X with A X = B (left) or X A = B.
+std::vector<Value> lower_linalg_solve_triangular(Context& ctx) {
+  SolveOperands s = solve_operands(ctx, 0, 1);
+  bool upper = ctx.bool_arg(2, false), left = ctx.bool_arg(3, true), unit = ctx.bool_arg(4, false);
+  return {as_output(ctx, triangular_solve(ctx.b, s.matrix, s.rhs, left, !upper, unit, false))};
 }
 
 // triangular_solve(B, A, upper, transpose, unitriangular) -> (X with op(A) X = B, A).
 std::vector<Value> lower_triangular_solve(Context& ctx) {
-  Builder& b = ctx.b;
-  const Output& out = ctx.outputs.at(0);
-  Value rhs = ctx.tensor(0), a = ctx.tensor(1);
-  DType dtype = real_matrix_dtype(ctx, a);
-  if (b.dtype(rhs) != dtype || out.dims.size() < 2) throw Unsupported(ctx.op + " with these operands");
+  SolveOperands s = solve_operands(ctx, 1, 0);
   bool upper = ctx.bool_arg(2, true), transpose = ctx.bool_arg(3, false), unit = ctx.bool_arg(4, false);
-  a = b.broadcast_to(a, ctx.outputs.at(1).dims);
-  rhs = b.broadcast_to(rhs, out.dims);
-  return {as_output(ctx, triangular_solve(b, a, rhs, true, !upper, unit, transpose), 0), as_output(ctx, a, 1)};
+  Value x = triangular_solve(ctx.b, s.matrix, s.rhs, true, !upper, unit, transpose);
+  return {as_output(ctx, x, 0), as_output(ctx, s.matrix, 1)};
 }
 
 // X with L L^T X = B (or U^T U X = B): two triangular solves. `factor` and `rhs` have the same
@@ -145,14 +149,8 @@ Value cholesky_solve(Builder& b, Value factor, Value rhs, bool upper) {
 
 // _cholesky_solve_helper(B, L, upper), the work of cholesky_solve after broadcasting.
 std::vector<Value> lower_cholesky_solve_helper(Context& ctx) {
-  Builder& b = ctx.b;
-  const Output& out = ctx.outputs.at(0);
-  Value rhs = ctx.tensor(0), factor = ctx.tensor(1);
-  DType dtype = real_matrix_dtype(ctx, factor);
-  if (b.dtype(rhs) != dtype || out.dims.size() < 2) throw Unsupported(ctx.op + " with these operands");
-  int64_t n = b.dims(factor).back();
-  factor = b.broadcast_to(factor, with_batch(matrix_batch(out.dims), n, n));
-  return {as_output(ctx, cholesky_solve(b, factor, b.broadcast_to(rhs, out.dims), ctx.bool_arg(2, false)))};
+  SolveOperands s = solve_operands(ctx, 1, 0);
+  return {as_output(ctx, cholesky_solve(ctx.b, s.matrix, s.rhs, ctx.bool_arg(2, false)))};
 }
 
 // cholesky_inverse(L, upper): (L L^T)^-1, the solve of the identity.
