@@ -351,6 +351,14 @@ def test_rearrangements(mode, no_fallback):
     same_grads(lambda t: torch.tril(F.pad(t, (1, 1)).flip(0)), x)
 
 
+@pytest.mark.parametrize("args,kwargs", [((3, 4), {}), ((5,), {}), ((4, 2), {"dtype": torch.int64}), ((0, 3), {}),
+                                         ((3,), {"dtype": torch.bool})])
+def test_eye(mode, args, kwargs, no_fallback):
+    got, want = torch.eye(*args, device="tpu", **kwargs), torch.eye(*args, **kwargs)
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got.cpu(), want)
+
+
 def test_arange(mode, no_fallback):
     def both(*args, **kwargs):
         expected = torch.arange(*args, **kwargs)

@@ -172,6 +172,15 @@ std::vector<Value> lower_arange(Context& ctx) {
   return {as_output(ctx, b.add(start, b.mul(b.iota(type, 0), step)))};
 }
 
+// eye(n, m): ones where the row equals the column, in the result's dtype and sizes.
+std::vector<Value> lower_eye(Context& ctx) {
+  Builder& b = ctx.b;
+  const Output& out = ctx.outputs.at(0);
+  if (out.dims.size() != 2) throw Unsupported(ctx.op + ": a result that is not a matrix");
+  TensorType index{DType::I64, out.dims};
+  return {b.convert(b.compare(b.iota(index, 0), b.iota(index, 1), "EQ"), out.dtype)};
+}
+
 // clone(self, memory_format): the value itself; layout is the storage's business.
 std::vector<Value> lower_clone(Context& ctx) { return {as_output(ctx, ctx.tensor(0))}; }
 
@@ -222,5 +231,6 @@ TPU_LOWERING("tril", lower_tril);
 TPU_LOWERING("triu", lower_triu);
 TPU_LOWERING("arange", lower_arange);
 TPU_LOWERING("clone", lower_clone);
+TPU_LOWERING("eye", lower_eye);
 
 }  // namespace tpu::lowering
