@@ -8,8 +8,8 @@
 
 #include "aten/device_checks.h"
 #include "aten/tpu_tensor.h"
-#include "lowering/view_access.h"
 #include "cache/program_cache.h"
+#include "lowering/view_access.h"
 
 namespace tpu::aten {
 
