@@ -123,3 +123,27 @@ def test_a_run_of_other_modes_keeps_the_modes_already_recorded(tmp_path, monkeyp
     assert set(records[0]["modes"]) == {"strict", "compiled"}
     assert records[0]["modes"]["strict"]["native"] is True
     assert totals["compiled"]["attempted"] == 1 and totals["compiled"]["forward_pass"] == 0
+
+
+def test_shards_partition_the_selection_and_merge_back(tmp_path, capfd):
+    from torch_tpu.tools.model_zoo.cli import shard_of
+
+    archs = [f"m{i}" for i in range(11)]
+    shards = [shard_of(archs, f"{i}/3") for i in (1, 2, 3)]
+    assert sorted(sum(shards, [])) == sorted(archs) and all(len(s) in (3, 4) for s in shards)
+    with pytest.raises(ValueError, match="between 1 and n"):
+        shard_of(archs, "4/3")
+    with pytest.raises(ValueError, match="i/n"):
+        shard_of(archs, "half")
+    # Two shard directories, each holding one record, merge into one report with both.
+    record = {"status": "attempted", "family": "vision", "seconds": 1.0,
+              "modes": {"strict": _mode("pass", "pass")}}
+    for name in ("a", "b"):
+        zoo.write_results(str(tmp_path / name), [dict(record, arch=name)], ["strict"], {})
+    merged = str(tmp_path / "all")
+    zoo.main(["--arch", "a,b", "--modes", "strict", "--report", "--merge",
+              f"{tmp_path / 'a'},{tmp_path / 'b'}", "--out", merged])
+    last = json.loads(capfd.readouterr().out.strip().splitlines()[-1])
+    assert last["strict"]["attempted"] == 2 and last["architectures"] == 2
+    with open(os.path.join(merged, "model_zoo.json")) as f:
+        assert [r["arch"] for r in json.load(f)["architectures"]] == ["a", "b"]

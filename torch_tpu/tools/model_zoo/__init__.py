@@ -37,6 +37,10 @@ from it; --fresh starts over) and DIR/model_zoo.md; the totals are the last line
 per mode attempted, forward_pass, train_pass, native (forward and train passed and no op ran
 through the CPU fallback).
 
+Across machines: each runs `--shard i/n --out DIR_i` (every n-th architecture of the interleaved
+selection, so each shard gets every family), then one runs `--report --merge DIR_1,...,DIR_n
+--out DIR` to combine the shards' results into one table and one line of totals.
+
 The package, by idea: selection (which architectures, their families), configs (the small
 configurations), inputs, compare (one architecture on the CPU and on tpu), report (totals and
 the tables), sweep (worker processes and resume) and cli (the command line).

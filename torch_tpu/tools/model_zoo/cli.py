@@ -1,7 +1,8 @@
 """The command line, `python -m torch_tpu.tools.model_zoo`: it picks the architectures (--quick,
---arch, or the whole selection interleaved by family) and the modes, then runs them with resume
-(--fresh, --rerun), prints the selection (--list), or rewrites the report from saved results
-(--report); the totals are the last line of stdout."""
+--arch, or the whole selection interleaved by family; --shard i/n takes every n-th of them) and
+the modes, then runs them with resume (--fresh, --rerun), prints the selection (--list), or
+rewrites the report from saved results (--report, which --merge feeds from several shards'
+directories); the totals are the last line of stdout."""
 import argparse
 import json
 import os
@@ -13,6 +14,28 @@ from torch_tpu.tools.model_zoo.selection import QUICK, _family_of, interleave_fa
 from torch_tpu.tools.model_zoo.sweep import _quiet_transformers, _worker, run
 
 
+def shard_of(archs, shard):
+    """The i-th of n interleaved slices of `archs` ("i/n", 1-based): shards of an interleaved
+    selection each get every family, so their run times are alike."""
+    try:
+        index, count = (int(part) for part in shard.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard takes i/n (for example 2/4), not {shard!r}") from None
+    if not 1 <= index <= count:
+        raise ValueError(f"--shard {shard}: i must be between 1 and n")
+    return archs[index - 1::count]
+
+
+def load_records(directories):
+    """The records saved in each directory's model_zoo.json, later directories winning."""
+    records = {}
+    for directory in directories:
+        with open(os.path.join(directory, "model_zoo.json")) as f:
+            for r in json.load(f)["architectures"]:
+                records[r["arch"]] = r
+    return records
+
+
 def main(argv=None):
     # The package's docstring, which describes the whole tool, is the help's description.
     summary = sys.modules[__package__].__doc__.split("\n\n")[0]
@@ -21,6 +44,11 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true",
                         help=f"the fixed CI sample of {len(QUICK)} architectures")
     parser.add_argument("--arch", default="", help="comma-separated model types")
+    parser.add_argument("--shard", default="",
+                        help="i/n: run only the i-th of n interleaved slices of the selection (one per machine)")
+    parser.add_argument("--merge", default="",
+                        help="with --report: comma-separated result directories of the shards, "
+                             "combined into --out")
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--out", default="model_zoo_results")
     parser.add_argument("--jobs", type=int, default=1)
@@ -49,6 +77,13 @@ def main(argv=None):
         archs = list(QUICK)
     else:
         archs = interleave_families(selection)
+    if args.shard:
+        try:
+            archs = shard_of(archs, args.shard)
+        except ValueError as e:
+            parser.error(str(e))
+    if args.merge and not args.report:
+        parser.error("--merge only goes with --report")
     if args.list:
         tasks = {t: (task, cls) for t, task, cls in selection}
         for model_type in archs:
@@ -56,17 +91,19 @@ def main(argv=None):
             print(f"{model_type}\t{task}\t{cls}")
         return
     command = "python -m torch_tpu.tools.model_zoo" + (" --quick" if args.quick else "") + \
-        (f" --arch {args.arch}" if args.arch else "")
+        (f" --arch {args.arch}" if args.arch else "") + (f" --shard {args.shard}" if args.shard else "")
     if args.report:
-        path = os.path.join(args.out, "model_zoo.json")
-        with open(path) as f:
-            saved = json.load(f)
-        records = _ordered({r["arch"]: r for r in saved["architectures"]}, archs)
+        sources = [d.strip() for d in args.merge.split(",") if d.strip()] or [args.out]
+        saved_meta = {"command": f"{command} --report --merge {args.merge}", "modes": modes}
+        if not args.merge:
+            with open(os.path.join(args.out, "model_zoo.json")) as f:
+                saved_meta = json.load(f).get("meta", {})
+        records = _ordered(load_records(sources), archs)
         records = [r for r in records if r["arch"] in archs]
         for r in records:
             if r.get("family", "unknown") == "unknown":
                 r["family"] = _family_of(r["arch"])
-        write_results(args.out, records, modes, saved.get("meta", {}))
+        write_results(args.out, records, modes, saved_meta)
         final = totals(records, modes)
         print(json.dumps({m: final[m] for m in modes} |
                          {"architectures": final["architectures"],
