@@ -74,9 +74,8 @@ Value cholesky_info(Builder& b, Value a) {
     std::vector<Value> pivot_start(rank, zero);
     pivot_start[rank - 2] = j;
     Value pivot = r.reshape(r.dynamic_slice(residual, pivot_start, with_batch(batch, 1, 1)), batch);
-    Value bad = r.compare(pivot, r.zeros(r.type(pivot)), "GT");
-    bad = op(r, "not", bad);  // d <= 0, or nan
-    Value first = op(r, "and", bad, r.compare(info, r.zeros(info_type), "EQ"));
+    Value not_positive = op(r, "not", r.compare(pivot, r.zeros(r.type(pivot)), "GT"));  // d <= 0, or nan
+    Value first = op(r, "and", not_positive, r.compare(info, r.zeros(info_type), "EQ"));
     info = r.select(first, r.broadcast_to(r.add(j, r.constant(1, DType::I32)), batch), info);
     // Column j of the factor: rows >= j of residual / sqrt(d) (rows above stay zero).
     Value root = r.broadcast_in_dim(op(r, "sqrt", pivot), with_batch(batch, n, 1), batch_dims);
@@ -102,9 +101,22 @@ std::vector<Value> lower_linalg_cholesky_ex(Context& ctx) {
   // Only the lower triangle of the result is defined; the rest is zeroed as PyTorch returns it.
   Value factor = b.op1("stablehlo.cholesky", {a}, b.type(a), "lower = true");
   factor = b.select(where_column(b, dims, "LE"), factor, b.zeros(b.type(a)));
+  TensorType info_type{DType::I32, matrix_batch(dims)};
+  Value info = b.zeros(info_type);
+  if (numel(dims) > 0) {
+    // The pivot loop runs only when the factorization failed somewhere (a nan in the factor):
+    // a successful one costs a reduction, not n sequential steps.
+    Value nan = b.compare(factor, factor, "NE");
+    Value failed = b.reduce(nan, b.constant(0, DType::Bool), all_dims(rank), "stablehlo.or");
+    hlo::RegionRef check = b.region({}, [&](Builder& r, const std::vector<Value>&) {
+      return std::vector<Value>{cholesky_info(r, a)};
+    });
+    hlo::RegionRef skip = b.region({}, [&](Builder& r, const std::vector<Value>&) {
+      return std::vector<Value>{r.zeros(info_type)};
+    });
+    info = b.op("stablehlo.if", {failed}, {info_type}, "", {check, skip})[0];
+  }
   if (ctx.bool_arg(1, false)) factor = swap_last_two(b, factor);  // upper: U = L^T
-  bool empty = numel(dims) == 0;  // no pivot to check (and no column to slice)
-  Value info = empty ? b.zeros(TensorType{DType::I32, matrix_batch(dims)}) : cholesky_info(b, a);
   return {as_output(ctx, factor, 0), as_output(ctx, info, 1)};
 }
 
