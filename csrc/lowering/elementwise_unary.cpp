@@ -156,7 +156,7 @@ std::vector<Value> lower_conj_physical(Context& ctx) {
   Builder& b = ctx.b;
   Value x = operand_as(ctx, 0, r.dtype, r.dims);
   if (!is_complex(r.dtype)) return {x};
-  TensorType part{r.dtype == DType::C64 ? DType::F32 : DType::F64, r.dims};
+  TensorType part{complex_part_dtype(r.dtype), r.dims};
   Value real = b.op1("stablehlo.real", {x}, part), imag = b.op1("stablehlo.imag", {x}, part);
   return {b.op1("stablehlo.complex", {real, op(b, "negate", imag)}, TensorType{r.dtype, r.dims})};
 }

@@ -14,8 +14,6 @@ namespace {
 
 using hlo::Builder;
 
-DType complex_of(DType real) { return real == DType::F64 ? DType::C128 : DType::C64; }
-
 struct Moved {
   Value value;
   Dims permutation;  // of the original dims: the untransformed ones, then the transformed ones
@@ -70,9 +68,9 @@ Value normalized(Context& ctx, Value x, int64_t n, bool xla_inverse) {
   return ctx.b.mul(x, ctx.b.full(factor, ctx.b.type(x)));
 }
 
-// The op's result: the transform `y` of `m`'s `n` points, normalized, its dims moved back.
-std::vector<Value> transformed(Context& ctx, const Moved& m, Value y, int64_t n, bool xla_inverse) {
-  y = normalized(ctx, y, n, xla_inverse);
+// The op's result: the transform `y` of `m`'s points, normalized, its dims moved back.
+std::vector<Value> transformed(Context& ctx, const Moved& m, Value y, bool xla_inverse) {
+  y = normalized(ctx, y, numel(m.lengths), xla_inverse);
   Dims inverse(m.permutation.size());
   for (size_t i = 0; i < m.permutation.size(); ++i) inverse[m.permutation[i]] = static_cast<int64_t>(i);
   return {as_output(ctx, ctx.b.transpose(y, inverse))};
@@ -88,11 +86,11 @@ std::vector<Value> lower_fft_r2c(Context& ctx) {
   Value y;
   if (ctx.bool_arg(3, true)) {
     dims.back() = m.lengths.back() / 2 + 1;
-    y = fft(b, m.value, "RFFT", m.lengths, complex_of(real), dims);
+    y = fft(b, m.value, "RFFT", m.lengths, complex_dtype_of_parts(real), dims);
   } else {
-    y = fft(b, b.convert(m.value, complex_of(real)), "FFT", m.lengths, complex_of(real), dims);
+    y = fft(b, b.convert(m.value, complex_dtype_of_parts(real)), "FFT", m.lengths, complex_dtype_of_parts(real), dims);
   }
-  return transformed(ctx, m, y, numel(m.lengths), /*xla_inverse=*/false);
+  return transformed(ctx, m, y, /*xla_inverse=*/false);
 }
 TPU_LOWERING("_fft_r2c", lower_fft_r2c);
 
@@ -102,7 +100,7 @@ std::vector<Value> lower_fft_c2c(Context& ctx) {
   Moved m = transformed_dims_last(ctx, true);
   bool forward = ctx.bool_arg(3, true);
   Value y = fft(b, m.value, forward ? "FFT" : "IFFT", m.lengths, b.dtype(m.value), b.dims(m.value));
-  return transformed(ctx, m, y, numel(m.lengths), /*xla_inverse=*/!forward);
+  return transformed(ctx, m, y, /*xla_inverse=*/!forward);
 }
 TPU_LOWERING("_fft_c2c", lower_fft_c2c);
 
@@ -111,15 +109,13 @@ TPU_LOWERING("_fft_c2c", lower_fft_c2c);
 std::vector<Value> lower_fft_c2r(Context& ctx) {
   Builder& b = ctx.b;
   Moved m = transformed_dims_last(ctx, true);
-  DType dtype = b.dtype(m.value);
   int64_t last = ctx.int_arg(3, 0);
   if (last < 1 || m.lengths.back() != last / 2 + 1) throw Unsupported("a last dim other than last_dim_size / 2 + 1");
   m.lengths.back() = last;
   Dims dims = b.dims(m.value);
   dims.back() = last;
-  DType real = dtype == DType::C128 ? DType::F64 : DType::F32;
-  Value y = fft(b, m.value, "IRFFT", m.lengths, real, dims);
-  return transformed(ctx, m, y, numel(m.lengths), /*xla_inverse=*/true);
+  Value y = fft(b, m.value, "IRFFT", m.lengths, complex_part_dtype(b.dtype(m.value)), dims);
+  return transformed(ctx, m, y, /*xla_inverse=*/true);
 }
 TPU_LOWERING("_fft_c2r", lower_fft_c2r);
 

@@ -66,6 +66,9 @@ DType accumulation_type(DType dtype) {
   return dtype == DType::F16 || dtype == DType::BF16 ? DType::F32 : dtype;
 }
 
+DType complex_part_dtype(DType complex) { return complex == DType::C128 ? DType::F64 : DType::F32; }
+DType complex_dtype_of_parts(DType part) { return part == DType::F64 ? DType::C128 : DType::C64; }
+
 Value cast_to(hlo::Builder& b, Value x, DType dtype, const Dims& dims) {
   return b.broadcast_to(b.convert(x, dtype), dims);
 }

@@ -16,6 +16,9 @@ DType promote_types(DType a, DType b);  // torch.promote_types
 // The dtype PyTorch's CPU kernels compute and accumulate in: f16 and bf16 work in f32 and round
 // once at the end; every other dtype works in itself.
 DType accumulation_type(DType dtype);
+// The dtype of a complex dtype's real and imaginary parts (complex64 -> f32), and back.
+DType complex_part_dtype(DType complex);
+DType complex_dtype_of_parts(DType part);
 
 // The value of args[i] converted to `dtype` and broadcast to `dims`.
 Value operand_as(Context& ctx, size_t i, DType dtype, const Dims& dims);
