@@ -27,13 +27,15 @@ def shard_of(archs, shard):
 
 
 def load_records(directories):
-    """The records saved in each directory's model_zoo.json, later directories winning."""
-    records = {}
+    """The records saved in each directory's model_zoo.json (later directories winning), and the
+    last one's meta (the command and modes it was run with)."""
+    records, meta = {}, {}
     for directory in directories:
         with open(os.path.join(directory, "model_zoo.json")) as f:
-            for r in json.load(f)["architectures"]:
-                records[r["arch"]] = r
-    return records
+            saved = json.load(f)
+        records.update((r["arch"], r) for r in saved["architectures"])
+        meta = saved.get("meta", {})
+    return records, meta
 
 
 def main(argv=None):
@@ -94,11 +96,10 @@ def main(argv=None):
         (f" --arch {args.arch}" if args.arch else "") + (f" --shard {args.shard}" if args.shard else "")
     if args.report:
         sources = [d.strip() for d in args.merge.split(",") if d.strip()] or [args.out]
-        saved_meta = {"command": f"{command} --report --merge {args.merge}", "modes": modes}
-        if not args.merge:
-            with open(os.path.join(args.out, "model_zoo.json")) as f:
-                saved_meta = json.load(f).get("meta", {})
-        records = _ordered(load_records(sources), archs)
+        saved, saved_meta = load_records(sources)
+        if args.merge:
+            saved_meta = {"command": f"{command} --report --merge {args.merge}", "modes": modes}
+        records = _ordered(saved, archs)
         records = [r for r in records if r["arch"] in archs]
         for r in records:
             if r.get("family", "unknown") == "unknown":
