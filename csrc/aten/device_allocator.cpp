@@ -111,16 +111,27 @@ int64_t default_limit() {
   return -1;  // the plugin reports its own exhaustion
 }
 
+// PyTorch's profiler (profile_memory=True) counts each op's device allocations from these, as
+// CUDA's caching allocator reports them; reserved equals allocated here.
+void report_to_profiler(void* address, int64_t delta, int64_t total, int device) {
+  if (!c10::memoryProfilingEnabled()) return;
+  c10::reportMemoryUsageToProfiler(address, delta, static_cast<size_t>(total), static_cast<size_t>(total),
+                                   c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+}
+
 void delete_storage(void* raw) {
   auto* context = static_cast<StorageContext*>(raw);
   context->storage->mark_freed();  // a pending fused graph must not materialise it
   int device = context->storage->device;
+  int64_t total = 0;
   {
     std::lock_guard<std::mutex> lock(g_stats_mutex);
     MemoryStats& stats = g_stats[device];
     stats.bytes.decrease(static_cast<size_t>(context->storage->nbytes));
     stats.allocations.decrease(1);
+    total = stats.bytes.current;
   }
+  report_to_profiler(context->address, -context->storage->nbytes, total, device);
   if (recording_memory_history()) note_free(device, context->address, context->storage->nbytes);
   address_space(device).give_back(context->address, context->span);
   delete context;
@@ -177,6 +188,7 @@ c10::DataPtr allocate_on(size_t nbytes, int device) {
   // A negative size that reached here as a size_t (UntypedStorage.resize_(-1)).
   TORCH_CHECK(nbytes <= static_cast<size_t>(std::numeric_limits<int64_t>::max()),
               "tpu: cannot allocate a storage of negative size: ", static_cast<int64_t>(nbytes), " bytes");
+  int64_t total = 0;
   {
     std::lock_guard<std::mutex> lock(g_stats_mutex);
     MemoryStats& stats = g_stats[device];
@@ -190,11 +202,13 @@ c10::DataPtr allocate_on(size_t nbytes, int device) {
     }
     stats.bytes.increase(nbytes);
     stats.allocations.increase(1);
+    total = stats.bytes.current;
   }
   auto storage = std::make_shared<exec::Storage>(device, static_cast<int64_t>(nbytes));
   size_t span = 0;
   void* address = address_space(device).take(nbytes, &span);
   if (recording_memory_history()) note_allocation(device, address, static_cast<int64_t>(nbytes));
+  report_to_profiler(address, static_cast<int64_t>(nbytes), total, device);
   auto* context = new StorageContext{std::move(storage), address, span};
   return c10::DataPtr(address, context, &delete_storage,
                       c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));

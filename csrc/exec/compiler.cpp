@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cache/disk_cache.h"
+#include "exec/device_trace.h"
 
 namespace tpu::exec {
 
@@ -101,11 +102,16 @@ class Upgrader {
 
   static void upgrade(const std::string& key, const cache::Program& quick) {
     auto start = std::chrono::steady_clock::now();
+    int64_t traced_start = trace::active() ? trace::wall_now_ns() : 0;
     auto full = std::make_shared<cache::Program>();
     try {
       full->executable = runtime::Client::get().compile(quick.quick->text);
     } catch (const std::exception&) {
       return;  // the quick executable stays; it computes the same values
+    }
+    if (traced_start) {
+      trace::record_compile({"compile upgrade", "a quick program recompiled with full optimisation in the background",
+                             /*background=*/true, /*correlation=*/0, 0, traced_start, trace::wall_now_ns()});
     }
     full->parameters = quick.parameters;
     full->output_types = quick.output_types;
@@ -153,8 +159,13 @@ void compile_program(cache::Program& program, const std::string& text, int64_t w
   int64_t elements = std::max<int64_t>(work_elements, 1);
   bool quick = (kind != ProgramKind::PerOp || elements <= kQuickPerOpElementsLimit) && client.quick_compiles();
   auto start = std::chrono::steady_clock::now();
+  int64_t traced_start = trace::active() ? trace::wall_now_ns() : 0;
   program.executable = quick ? client.compile_quick(text) : client.compile(text);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (traced_start) {
+    trace::record_compile({std::string("compile ") + kind_name(kind), origin(), /*background=*/false,
+                           trace::current_correlation(), 0, traced_start, trace::wall_now_ns()});
+  }
   quick = quick && client.quick_compiles();  // false when the plugin refused the quick options
   if (quick) {
     program.quick = std::make_shared<cache::Program::QuickTier>();

@@ -80,17 +80,18 @@ double Marker::finished_ms() const {
   return static_cast<double>(latest) / 1e6;
 }
 
-void track(int device, PJRT_Event* event) {
-  if (!event) return;
+CompletionPtr track(int device, PJRT_Event* event) {
+  if (!event) return nullptr;
   auto completion = std::make_shared<Completion>(event);
   std::lock_guard<std::mutex> lock(g_queue_mutex);
   auto& queue = g_queues[device];
-  queue.push_back(std::move(completion));
+  queue.push_back(completion);
   if (queue.size() > 64) {
     // Finished programs leave the queue; an error they carry resurfaces when the buffers they
     // produced are read.
     while (!queue.empty() && queue.front()->ready()) queue.pop_front();
   }
+  return completion;
 }
 
 void wait_for_device(int device) {

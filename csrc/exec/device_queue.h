@@ -56,7 +56,8 @@ using MarkerPtr = std::shared_ptr<Marker>;
 
 int64_t steady_now_ns();
 
-void track(int device, PJRT_Event* event);
+// Queues a launched program's completion event (null: nothing to track) and returns it.
+CompletionPtr track(int device, PJRT_Event* event);
 // Waits for everything launched on `device` (-1: every device); throws the first error.
 void wait_for_device(int device);
 bool device_idle(int device);

@@ -141,9 +141,9 @@ class InFlightWhileUnlocked {
 }  // namespace
 
 void execute_locked(Lock& lock, const cache::Program& program, const std::vector<Storage*>& storages,
-                    const RuntimeArguments& runtime, int device, const std::string& blame) {
+                    const RuntimeArguments& runtime, int device, const std::string& blame, const RunLabel& label) {
   InFlightWhileUnlocked in_flight(lock, storages);
-  execute(program, storages, runtime, device, current_mode() == Mode::Debug, blame, in_flight.unlocker());
+  execute(program, storages, runtime, device, current_mode() == Mode::Debug, blame, label, in_flight.unlocker());
 }
 
 namespace {

@@ -219,6 +219,7 @@ struct Capture {
   std::vector<int64_t> offsets;        // likewise its views' offsets into their storages
   int device = 0;
   std::string blame;  // the graph's last op, for error messages
+  std::string trace_name, trace_ops;  // what a profiler trace calls its runs
 };
 // Flushes, then captures the next graph this thread records. `sizes_vary`: the graph was traced
 // with symbolic sizes that have changed since its first call, so its program pads them to their

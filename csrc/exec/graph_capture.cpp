@@ -4,7 +4,9 @@
 #include <atomic>
 #include <unordered_map>
 
+#include "exec/device_trace.h"
 #include "exec/executor_internal.h"
+#include "exec/program_builder.h"
 #include "exec/storage_state.h"
 
 namespace tpu::exec {
@@ -44,6 +46,9 @@ std::shared_ptr<Capture> make_capture(const std::vector<OpCall>& calls, const St
   capture->offsets = std::move(runtime.offsets);
   capture->device = device;
   capture->blame = blame(calls.back());
+  std::vector<std::string> op_names;
+  for (const OpCall& call : calls) op_names.push_back(describe(call));
+  capture->trace_name = trace::summarize_ops(kind_name(ProgramKind::CompiledGraph), op_names, &capture->trace_ops);
   return capture;
 }
 
@@ -99,7 +104,8 @@ bool replay(const Capture& capture, const std::vector<StoragePtr>& storages) {
   // Captured graphs have no random calls, hence no generator states.
   RuntimeArguments runtime({}, capture.offsets);
   runtime.numbers = capture.numbers;
-  execute_locked(lock, *capture.program, targets, runtime, capture.device, capture.blame);
+  execute_locked(lock, *capture.program, targets, runtime, capture.device, capture.blame,
+                 RunLabel{ProgramKind::CompiledGraph, nullptr, &capture.trace_name, &capture.trace_ops});
   return true;
 }
 

@@ -10,11 +10,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 
 #include "cache/program_cache.h"
 #include "exec/device_queue.h"
+#include "exec/device_trace.h"
 #include "exec/program_builder.h"
 
 namespace tpu::exec {
@@ -166,6 +168,32 @@ class Released {
   const Unlocker& unlocker_;
 };
 
+trace::ProgramRun describe_run(const cache::Program& program, const RunLabel& label, int device,
+                               int64_t enqueued_ns) {
+  trace::ProgramRun run;
+  run.kind = kind_name(label.kind);
+  if (label.name) {
+    run.name = *label.name;
+    if (label.ops) run.ops = *label.ops;
+  } else if (label.calls) {
+    std::vector<std::string> names;
+    names.reserve(label.calls->size());
+    for (const OpCall& call : *label.calls) names.push_back(describe(call));
+    run.name = trace::summarize_ops(run.kind, names, &run.ops);
+  }
+  run.device = device;
+  run.correlation = trace::current_correlation();
+  for (const TensorType& type : program.output_types) {
+    int64_t elements = 1;
+    for (int64_t d : type.dims) elements *= d;
+    run.output_bytes += elements * itemsize(type.dtype);
+  }
+  run.enqueued_ns = enqueued_ns;
+  run.launched_ns = trace::wall_now_ns();
+  run.launch_thread = trace::this_thread_id();
+  return run;
+}
+
 }  // namespace
 
 LaunchCounters& launch_counters() {
@@ -188,7 +216,7 @@ RuntimeArguments::RuntimeArguments(const std::vector<OpCall>& calls, std::vector
 }
 
 void execute(const cache::Program& program, const std::vector<Storage*>& storages, const RuntimeArguments& runtime,
-             int device, bool wait, const std::string& blame, const Unlocker& unlocker) {
+             int device, bool wait, const std::string& blame, const RunLabel& label, const Unlocker& unlocker) {
   auto& client = runtime::Client::get();
   std::vector<runtime::BufferPtr> keep_alive;
   std::vector<const runtime::Buffer*> arguments;
@@ -225,6 +253,7 @@ void execute(const cache::Program& program, const std::vector<Storage*>& storage
     }
   }
 
+  int64_t enqueued_ns = trace::active() ? trace::wall_now_ns() : 0;
   runtime::ExecuteResult result;
   try {
     result = client.execute(*program.executable, device, arguments, program.output_types, keep_arguments);
@@ -239,6 +268,8 @@ void execute(const cache::Program& program, const std::vector<Storage*>& storage
     state_of(*s).buffer = result.outputs[i];
     state_of(*s).dtype = program.output_dtypes[i];
   }
+  std::optional<trace::ProgramRun> traced;
+  if (enqueued_ns) traced = describe_run(program, label, device, enqueued_ns);
   if (wait) {
     Released released(unlocker);
     try {
@@ -246,9 +277,12 @@ void execute(const cache::Program& program, const std::vector<Storage*>& storage
     } catch (const runtime::PjrtError& e) {
       throw OpError(blame + " failed on the device: " + e.what(), e.out_of_memory());
     }
+    if (traced) traced->waited_ns = trace::wall_now_ns();
   } else {
-    track(device, result.done);
+    CompletionPtr completion = track(device, result.done);
+    if (traced) traced->completion = std::move(completion);
   }
+  if (traced) trace::record_run(std::move(*traced));
 }
 
 namespace {
@@ -285,7 +319,8 @@ Launched launch(std::string& key, ProgramKind kind, const std::vector<OpCall>& c
     launched = build_and_compile(key, kind, calls, storages, keep, unlocker);
   }
   RuntimeArguments runtime(calls, std::move(offsets));
-  execute(*launched.program, storages.items(), runtime, device, wait, blame(calls.back()), unlocker);
+  execute(*launched.program, storages.items(), runtime, device, wait, blame(calls.back()), RunLabel{kind, &calls},
+          unlocker);
   return launched;
 }
 

@@ -73,9 +73,18 @@ Launched launch(std::string& key, ProgramKind kind, const std::vector<OpCall>& c
                 std::vector<int64_t> offsets, int device, bool wait, const KeepSet& also_keep,
                 const Unlocker& unlocker);
 
+// What a run is called in a profiler trace: the calls it was built from, or the name and op
+// counts a captured graph keeps. Only read while a trace is on.
+struct RunLabel {
+  ProgramKind kind;
+  const std::vector<OpCall>* calls = nullptr;
+  const std::string* name = nullptr;
+  const std::string* ops = nullptr;
+};
+
 // Runs `program` with its storage parameters and results taken from `storages` (indexed like the
 // program's storage set) and installs the results. `blame` names the op in error messages.
 void execute(const cache::Program& program, const std::vector<Storage*>& storages, const RuntimeArguments& runtime,
-             int device, bool wait, const std::string& blame, const Unlocker& unlocker);
+             int device, bool wait, const std::string& blame, const RunLabel& label, const Unlocker& unlocker);
 
 }  // namespace tpu::exec
