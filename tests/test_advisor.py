@@ -94,10 +94,24 @@ def watch_script(path, argv):
     return report, names
 
 
-def check_host_bound(summary):
+def check_host_bound(summary, method="device timeline"):
     idle = summary["host_bound"]
     assert idle is not None and 0.0 <= idle["device_idle_share"] <= 1.0
     assert 0.0 <= idle["idle_seconds"] <= summary["span_seconds"]
+    # Measured from the programs' device events in every mode, fused graphs included.
+    assert idle["method"] == method
+
+
+def test_host_bound_is_estimated_while_a_profiler_trace_owns_the_device_events(tmp_path):
+    from torch.profiler import ProfilerActivity, profile
+
+    path = tmp_path / "clean.py"
+    path.write_text(CLEAN)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        report, _ = watch_script(path, [])
+    check_host_bound(report.summary, method="host-side upper bound")
+    # The profiler kept its device events.
+    assert any(e.device_type == torch.autograd.DeviceType.PrivateUse1 for e in prof.events())
 
 
 @pytest.fixture

@@ -78,7 +78,12 @@ uint64_t this_thread_id() { return static_cast<uint64_t>(::syscall(SYS_gettid));
 void record_run(ProgramRun run) {
   if (run.completion) run.completion->watch();
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (active()) g_trace.runs.push_back(std::move(run));
+  if (!active()) return;
+  if (g_trace.runs.size() < kMaxRuns) {
+    g_trace.runs.push_back(std::move(run));
+  } else {
+    ++g_trace.dropped_runs;
+  }
 }
 
 void record_compile(Compile compile) {

@@ -47,9 +47,11 @@ struct Compile {
 };
 
 struct Trace {
-  std::vector<ProgramRun> runs;  // in launch order
+  std::vector<ProgramRun> runs;  // in launch order; at most kMaxRuns, the rest are counted
   std::vector<Compile> compiles;
+  int64_t dropped_runs = 0;
 };
+constexpr size_t kMaxRuns = 1 << 20;  // about 200 MB of records: a long script watched whole
 
 // True between start() and stop(); the executor checks it before describing anything.
 inline std::atomic<bool>& active_flag() {

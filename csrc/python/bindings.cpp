@@ -16,6 +16,7 @@
 #include "aten/pinned_memory.h"
 #include "aten/tpu_tensor.h"
 #include "cache/program_cache.h"
+#include "exec/device_trace.h"
 #include "exec/padding.h"
 
 namespace py = pybind11;
@@ -178,6 +179,24 @@ PYBIND11_MODULE(_C, m) {
     tpu::exec::reset_counters();
     tpu::aten::reset_meta_counters();
   });
+  // The device activity torch.profiler's device events come from, for the advisor: starting
+  // fails (False) while a profiler trace owns the recorder.
+  m.def("_device_trace_start", [] {
+    if (tpu::exec::trace::active()) return false;
+    tpu::exec::trace::start();
+    return true;
+  });
+  m.def("_device_trace_take", [] {
+    tpu::exec::trace::stop();
+    tpu::exec::trace::Trace trace;
+    {
+      py::gil_scoped_release no_gil;
+      trace = tpu::exec::trace::take();
+    }
+    std::vector<std::tuple<int, int64_t, int64_t, std::string>> runs;
+    for (const auto& run : trace.runs) runs.emplace_back(run.device, run.start_ns, run.end_ns, run.name);
+    return runs;
+  }, "Stops the recorder and returns (device, start_ns, end_ns, name) of each program run, wall clock.");
   m.def("_cpp_meta_count", &tpu::aten::cpp_meta_count);
   m.def("_forget_meta_results", [] { tpu::aten::meta_cache().clear(); });
   m.def("_forget_shape_history", [] { tpu::exec::forget_shape_history(); });

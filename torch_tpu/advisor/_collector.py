@@ -31,7 +31,6 @@ _COPY_OPS = {"_to_copy", "copy_", "to"}
 # per op, they would make each op look like a call of its own.
 _DISPATCH_WRAPPERS = (os.path.join("torch", "_dynamo", "eval_frame.py"), os.path.join("torch", "_compile.py"))
 _MAX_SIGNATURES = 64
-_MAX_EVENTS = 200_000  # per device; beyond, the device timeline stops growing
 
 
 class Site:
@@ -105,10 +104,6 @@ class Collector(TorchDispatchMode):
         self.compile_seconds = 0.0
         self.first_op = self.last_op = None
         self.syncs = {}  # (file, line) -> [calls, seconds waited] of torch.tpu.synchronize()
-        # device index -> [(host time an op started, tpu event recorded after it)]: when each op's
-        # work finished on the device. Only outside defer_and_fuse, where recording an event would
-        # end the pending graph.
-        self.timeline = {}
         self.fused_ops = 0
         self._lock = threading.RLock()
         self._statements = Statements()
@@ -132,19 +127,11 @@ class Collector(TorchDispatchMode):
             self.overhead += before - start
             return out
         fused = torch_tpu.get_eager_mode() == _FUSED
-        # Right after the op, before any bookkeeping: the event finishes when the op's work does
-        # (or at once, on an idle device). In defer_and_fuse it would end the pending graph.
-        event = None
-        if not fused and len(self.timeline.get(device.index, ())) < _MAX_EVENTS:
-            event = torch.Event(device=device, enable_timing=True)
-            event.record()
         with self._lock:
             record = self._observe(func, args, kwargs, out, tensors, outputs, after - before, fused,
                                    sys._getframe(1))
             self._apply_all(self._statements.place(
                 record["statement"], record["call"], (func, record["invocation"]), record))
-            if event is not None:
-                self.timeline.setdefault(device.index, []).append((after, event))
             self.fused_ops += fused
             if self.first_op is None:
                 self.first_op = start
@@ -337,24 +324,19 @@ class Collector(TorchDispatchMode):
                         moved["compile_seconds"])
         self._pending = []
 
-    def device_busy(self, references):
+    def device_busy(self, runs, wall_minus_perf_ns):
         """Seconds the busiest device ran programs between the first and last op, from the
-        timeline: op i's work ran at most from when the op returned (its program launched) or the
-        previous op's work finished, whichever is later, until its event finished.
-        `references`: {device: (host time, event)} recorded with the device idle. None when part
-        of the run was fused (no timeline)."""
-        if self.fused_ops or not self.timeline:
+        device events PyTorch's profiler shows (`runs`: (device, start_ns, end_ns, name) on the
+        wall clock, `wall_minus_perf_ns` converting them to perf_counter's)."""
+        if self.first_op is None:
             return None
-        busiest = 0.0
-        for index, events in self.timeline.items():
-            host_time, reference = references[index]
-            busy, previous_end = 0.0, 0.0
-            for launched, event in events:
-                end = host_time + reference.elapsed_time(event) / 1e3
-                busy += max(0.0, end - max(launched, previous_end))
-                previous_end = max(previous_end, end)
-            busiest = max(busiest, busy)
-        return busiest
+        first, last = self.first_op, self.last_op
+        busy = {}
+        for device, start_ns, end_ns, _ in runs:
+            start = (start_ns - wall_minus_perf_ns) / 1e9
+            end = (end_ns - wall_minus_perf_ns) / 1e9
+            busy[device] = busy.get(device, 0.0) + max(0.0, min(end, last) - max(start, first))
+        return max(busy.values(), default=0.0)
 
     def timing(self, dispatch_overhead):
         """`dispatch_overhead`: seconds per op that a TorchDispatchMode costs outside the

@@ -234,9 +234,9 @@ def host_bound(timing, mode_name):
     last device op, leaving out compiles (ours and Dynamo's) and the advisor's own time, which
     keep the device idle too but are not the program's.
 
-    Outside defer_and_fuse it comes from the device timeline (a tpu event after every op says
-    when its work finished). In defer_and_fuse an event would end the pending graph, so it is
-    estimated from the host's side: time the host spent neither compiling nor waiting for the
+    It comes from the device events PyTorch's profiler shows (each program's span on its device,
+    in every mode). When a profiler trace was already running, the advisor cannot take them, and
+    estimates from the host's side: time the host spent neither compiling nor waiting for the
     device (host reads, synchronize) is counted idle, an upper bound."""
     own = timing["span_seconds"] - timing["advisor_seconds"] - timing["compile_seconds"]
     if own <= 0:
@@ -244,7 +244,7 @@ def host_bound(timing, mode_name):
     busy = timing.get("device_busy_seconds")
     if busy is not None:
         idle = max(0.0, own - busy)
-        how = ("device timeline from a tpu event recorded after every op (torch.Event with timing), "
+        how = ("device timeline from the programs' device events (as torch.profiler shows them), "
                "between the first and last op, minus compiles and the advisor's own time")
     else:
         idle = max(0.0, own - timing["wait_seconds"])

@@ -44,13 +44,12 @@ class Session:
         self._start_fallbacks = sum(torch_tpu.fallback_counts().values())
         self._start_dynamo = _dynamo_seconds()
         self._dispatch_overhead = dispatch_overhead()
-        # Starting from an idle device makes each device's reference event finish when recorded.
-        self._references = {}
         for index in self._devices:
             torch.tpu.synchronize(index)
-            event = torch.Event(device=torch.device("tpu", index), enable_timing=True)
-            event.record()
-            self._references[index] = (time.perf_counter(), event)
+        # The device events torch.profiler shows; a profiler trace already running owns them, and
+        # the idle share is then estimated from the host's side.
+        self._device_trace = torch_tpu._C._device_trace_start()
+        self._wall_minus_perf_ns = time.time_ns() - time.perf_counter_ns()
         self.modules.__enter__()
         self.listener.__enter__()
         self.collector = Collector(self.modules, self.memory)
@@ -83,7 +82,9 @@ class Session:
         timing = collector.timing(self._dispatch_overhead)
         timing["dynamo_seconds"] = _dynamo_seconds() - self._start_dynamo
         timing["compile_seconds"] += timing["dynamo_seconds"]
-        timing["device_busy_seconds"] = collector.device_busy(self._references)
+        timing["device_busy_seconds"] = (collector.device_busy(torch_tpu._C._device_trace_take(),
+                                                               self._wall_minus_perf_ns)
+                                         if self._device_trace else None)
         idle_findings, idle = _runtime.host_bound(timing, mode_name)
         recompiles = _runtime.recompiles(sites) + _runtime.compiled_recompiles(self.listener)
         peaks = _memory.device_peak(self._devices)
