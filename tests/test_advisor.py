@@ -170,3 +170,31 @@ def test_command_line_json(known, tmp_path):
     assert found(report["findings"], known) == expected(KNOWN_PROBLEMS)
     assert report["summary"]["mode"] == "strict"
     check_host_bound(report["summary"])
+
+
+PEAK = '''
+import torch
+model = torch.nn.Linear(512, 512).to("tpu")
+x = torch.randn(8, 512, device="tpu")
+for _ in range(2):
+    scratch = torch.empty(1024, 1024, device="tpu").fill_(1.0)  # PEAK
+    y = model(x).sum() + scratch.sum()
+    del scratch
+y.item()
+'''
+
+
+def test_largest_storages_at_the_peak_come_from_the_memory_history(mode, tmp_path):
+    path = tmp_path / "peak.py"
+    path.write_text(PEAK)
+    peak_line = next(i for i, text in enumerate(PEAK.splitlines(), start=1) if "# PEAK" in text)
+    torch.tpu.memory._record_memory_history()  # the program's own recording survives the advisor
+    try:
+        report, _ = watch_script(path, [])
+        largest = report.summary["largest_tensors"]
+        assert largest[0] == {"bytes": 1024 * 1024 * 4, "name": f"allocated at peak.py:{peak_line} in <module>"}
+        assert {"bytes": 512 * 512 * 4, "name": "Linear.weight"} in largest
+        assert torch_tpu._C._recording_memory_history()
+    finally:
+        torch.tpu.memory._record_memory_history(enabled=None)
+    assert not torch_tpu._C._recording_memory_history()

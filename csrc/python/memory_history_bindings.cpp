@@ -86,6 +86,7 @@ void register_memory_history_bindings(py::module& m) {
     if (enabled) torch::installCapturedTracebackPython();
     aten::record_memory_history(enabled, max_entries);
   });
+  m.def("_recording_memory_history", &aten::recording_memory_history);
   m.def("_memory_snapshot_with_history", &memory_snapshot_with_history);
 }
 

@@ -92,10 +92,9 @@ class Collector(TorchDispatchMode):
     def ignore_compile_internals(cls):
         return True
 
-    def __init__(self, modules, memory):
+    def __init__(self, modules):
         super().__init__()
         self.modules = modules
-        self.memory = memory
         self.thread = threading.get_ident()
         self.sites = {}
         self.overhead = 0.0  # the collector's own time, taken out of the wall time
@@ -174,7 +173,6 @@ class Collector(TorchDispatchMode):
         self.op_seconds += seconds
         self.wait_seconds += waited
         self.compile_seconds += moved["compile_seconds"]
-        self._follow_memory(func, name, tensors, outputs, file, line, module)
         return {
             "func": func, "name": name, "file": file, "line": line, "module": module,
             "invocation": invocation, "statement": statement, "call": id(child) if child else None,
@@ -265,18 +263,6 @@ class Collector(TorchDispatchMode):
         if len(self._attention) > 64:
             self._attention.clear()
 
-    def _follow_memory(self, func, name, tensors, outputs, file, line, module):
-        memory = self.memory
-        for tensor in tensors:
-            if _is_tpu(tensor):
-                memory.follow(tensor, lambda: "made before the advisor started")
-        if not func.is_view:
-            for tensor in outputs:
-                if _is_tpu(tensor):
-                    memory.follow(tensor, lambda: f"{name} at {os.path.basename(file)}:{line}"
-                                  + (f" in {module}" if module else ""))
-        memory.note_peak()
-
     # -- torch.tpu.synchronize() ----------------------------------------------------------------
 
     def wrap_synchronize(self, synchronize):
@@ -358,7 +344,7 @@ def dispatch_overhead(repeats=3, calls=40):
         for _ in range(calls):
             probe.view(-1)
         plain = time.perf_counter() - start
-        collector = Collector(_NoModules(), _NoMemory())
+        collector = Collector(_NoModules())
         with collector:
             start = time.perf_counter()
             for _ in range(calls):
@@ -371,14 +357,6 @@ def dispatch_overhead(repeats=3, calls=40):
 class _NoModules:
     def current(self):
         return None, 0
-
-
-class _NoMemory:
-    def follow(self, tensor, describe):
-        pass
-
-    def note_peak(self):
-        pass
 
 
 def _op_name(func):

@@ -9,8 +9,10 @@ from ._dynamo import parse_reason
 # Flush reasons that are the design working (a loop cut where its body repeats, a compiled graph's
 # capture, strict mode running a foreach op or a fused optimizer step as one program) rather than
 # something to change; host reads and fallbacks have findings of their own.
-_EXPECTED_FLUSHES = {"loop iteration", "loop start", "graph capture", "host access", "fallback op", "foreach op",
-                     "fused optimizer"}
+# Strict mode runs a foreach op's or a fused optimizer's per-tensor ops as one program: a group
+# ending, not a pending graph's.
+_PROGRAM_GROUPS = {"foreach op", "fused optimizer"}
+_EXPECTED_FLUSHES = {"loop iteration", "loop start", "graph capture", "host access", "fallback op"} | _PROGRAM_GROUPS
 _FLUSH_ADVICE = {
     "device change": "keep the tensors of one step on one device: an op on another device flushes "
                      "the pending graph of this one",
@@ -199,7 +201,8 @@ def flush_table(sites, syncs):
     rows = collections.Counter()
     for site in sites:
         for reason, count in site.flush_reasons.items():
-            rows[(reason, site.file, site.line)] += count
+            if reason not in _PROGRAM_GROUPS:
+                rows[(reason, site.file, site.line)] += count
     for (file, line), (_, _, reasons) in syncs.items():
         for reason, count in reasons.items():
             rows[(reason, file, line)] += count

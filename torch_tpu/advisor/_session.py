@@ -30,7 +30,7 @@ _MODE_NAMES = {torch_tpu.EagerMode.DEFER_NEVER: "strict",
 class Session:
     def __init__(self):
         self.modules = ModuleStack()
-        self.memory = _memory.LiveTensors(self.modules.parameter_names)
+        self.memory = _memory.PeakMemory(self.modules)
         self.listener = DynamoListener()
         self.collector = None
         self._synchronize = None
@@ -52,7 +52,8 @@ class Session:
         self._wall_minus_perf_ns = time.time_ns() - time.perf_counter_ns()
         self.modules.__enter__()
         self.listener.__enter__()
-        self.collector = Collector(self.modules, self.memory)
+        self.memory.start(self._devices)
+        self.collector = Collector(self.modules)
         # torch.tpu.synchronize and its re-export torch_tpu.synchronize: the same function.
         self._synchronize = torch_tpu.tpu.synchronize
         torch_tpu.tpu.synchronize = torch_tpu.synchronize = self.collector.wrap_synchronize(self._synchronize)
@@ -71,6 +72,7 @@ class Session:
         for index in self._devices:
             self._synchronize(index)
         collector.finish(time.perf_counter() - start)
+        self.memory.stop()
         self._fill(report)
 
     def _fill(self, report):

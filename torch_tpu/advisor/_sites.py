@@ -9,6 +9,7 @@ import os
 import sys
 import sysconfig
 import threading
+import weakref
 
 import torch
 
@@ -60,6 +61,7 @@ class ModuleStack:
         self._invocations = 0
         self._handles = []
         self.parameter_names = {}  # id(parameter) -> qualified name
+        self._parameters = {}  # id(parameter) -> weak reference, for parameter_storages()
 
     def _stack(self):
         stack = getattr(self._local, "stack", None)
@@ -80,8 +82,20 @@ class ModuleStack:
                 self._names.setdefault(id(sub), f"{root}.{sub_name}" if sub_name else root)
             for param_name, param in module.named_parameters():
                 self.parameter_names.setdefault(id(param), f"{root}.{param_name}")
+                self._parameters.setdefault(id(param), weakref.ref(param))
             name = self._names[id(module)]
         return name
+
+    def parameter_storages(self):
+        """{storage address: (bytes, qualified name)} of the tpu parameters of the modules seen,
+        still alive."""
+        storages = {}
+        for key, ref in self._parameters.items():
+            param = ref()
+            if param is not None and param.device.type == "tpu":
+                storage = param.untyped_storage()
+                storages.setdefault(storage.data_ptr(), (storage.nbytes(), self.parameter_names[key]))
+        return storages
 
     def _pre(self, module, args):
         if torch.compiler.is_compiling():
