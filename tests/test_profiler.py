@@ -111,7 +111,7 @@ def test_key_averages_give_device_totals_per_op():
     averages = {a.key: a for a in prof.key_averages()}
     assert averages["aten::addmm"].self_device_time_total > 0
     assert averages["aten::addmm"].device_time_total >= averages["aten::addmm"].self_device_time_total
-    assert "per_op: aten::addmm.out" in averages
+    assert any(key.startswith("per_op: aten::addmm") for key in averages), list(averages)
     table = prof.key_averages().table(sort_by="self_device_time_total", row_limit=10)
     assert "TPU" in table and "aten::addmm" in table
 
@@ -152,8 +152,9 @@ def test_compiles_are_events_and_memory_is_attributed():
             y.cpu()
     compiles = [e for e in prof.events() if e.name == "compile per_op"]
     assert compiles and all(e.time_range.elapsed_us() > 0 for e in compiles)
+    # The op's device allocations (its result, its operand x + 1) are counted as its memory.
     averages = {a.key: a for a in prof.key_averages()}
-    assert averages["aten::empty"].device_memory_usage >= 29 * 31 * 4
+    assert averages["aten::atan2"].device_memory_usage >= 29 * 31 * 4
 
 
 def test_compiled_graphs_appear_as_device_events():

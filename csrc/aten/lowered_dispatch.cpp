@@ -4,6 +4,8 @@
 // same argument errors CPU raises), turns the arguments into an exec::OpCall and runs it through
 // the op's lowering. Ops with no lowering, or an argument combination their lowering declines,
 // run on the CPU through the counted fallback.
+#include "aten/lowered_dispatch.h"
+
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
@@ -474,6 +476,28 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+}
+
+void register_structured_functional_kernels() {
+  // A structured op's functional and in-place forms have a CompositeExplicitAutogradNonFunctional
+  // kernel that a backend with only the out= form runs: it allocates the result, then dispatches
+  // the out= op on it, whose meta function runs again on a result already sized. That is three
+  // dispatches instead of one, and ops whose meta function sizes an intermediate in the result
+  // first (mse_loss: the elementwise loss, then the reduction) warn that a non-empty result was
+  // resized. Where the op has a lowering, the boxed kernel takes the form itself, as CPU's and
+  // CUDA's own kernels do. Registered once every static kernel is, so none is overridden.
+  static torch::Library* library =
+      new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    auto handle = c10::Dispatcher::singleton().findOp(name);
+    if (!handle || !handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+        handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) || !lowering::find_lowering(name.name.substr(6))) {
+      continue;
+    }
+    std::string qualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+    library->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+  }
 }
 
 }  // namespace tpu::aten

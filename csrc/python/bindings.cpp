@@ -11,6 +11,7 @@
 #include "aten/cpu_fallback.h"
 #include "aten/device_checks.h"
 #include "aten/generator.h"
+#include "aten/lowered_dispatch.h"
 #include "aten/meta_results.h"
 #include "aten/op_adapters.h"
 #include "aten/pinned_memory.h"
@@ -123,6 +124,7 @@ py::dict memory_stats(int device) {
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
+  tpu::aten::register_structured_functional_kernels();
   tpu::aten::register_hooks();
   tpu::exec::set_location_provider(&python_location);
 
