@@ -153,6 +153,7 @@ void ProgramBuilder::lower(const OpCall& call) {
     arg.runtime_sizes.clear();
     if (arg.kind == lowering::Arg::Kind::Tensor) {
       arg.value = read_input(arg.slot, arg);
+      arg.contiguous = lowering::is_contiguous(call.inputs[arg.slot].layout);
     } else if (arg.kind == lowering::Arg::Kind::Number) {
       arg.value = numbers[arg.slot];
     } else if (arg.kind == lowering::Arg::Kind::TensorList) {

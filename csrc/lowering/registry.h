@@ -36,6 +36,10 @@ struct Arg {
   // A Number, or a 0-dim tensor: in PyTorch's type promotion it only lifts the category
   // (bool < integer < floating), never the width, of the dimensioned operands.
   bool weak = false;
+  // A Tensor whose view is row-major contiguous (PyTorch's is_contiguous()). The strides are part
+  // of the program's key; a few ops' results depend on it as CPU's kernels' do (linalg.solve and
+  // det factor A^T when A is contiguous, and their backward formulas expect that LU).
+  bool contiguous = false;
   int64_t i = 0;
   Dims ints;
   std::vector<double> doubles;
