@@ -139,6 +139,14 @@ def test_chrome_trace_has_host_and_device_lanes_joined_by_flows(mode, tmp_path):
     assert all(finishes[i]["pid"] in device_pids and starts[i]["pid"] in host_pids for i in starts)
     external_ids = {e["args"].get("External id") for e in host_ops}
     assert all(e["args"]["External id"] in external_ids for e in kernels)
+    if mode == "debug":
+        # Debug mode waits for each op's program inside the op: the device event nests in the
+        # window of the host op that launched it (the innermost op with its External id).
+        for kernel in kernels:
+            owners = [e for e in host_ops if e["args"].get("External id") == kernel["args"]["External id"]]
+            owner = min(owners, key=lambda e: e["dur"])
+            assert owner["ts"] <= kernel["ts"] and kernel["ts"] + kernel["dur"] <= owner["ts"] + owner["dur"] + 1.0, (
+                kernel["name"], owner["name"])
 
 
 def test_compiles_are_events_and_memory_is_attributed():
