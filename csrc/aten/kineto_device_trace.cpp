@@ -44,6 +44,19 @@ libkineto::DeviceInfo lane(int device) {
   return {device, kLaneSortBase + device, label, label};
 }
 
+// An event on the lane of the host thread that ran it (launches and compiles).
+libkineto::GenericTraceActivity host_event(const std::string& name, int64_t start_ns, int64_t end_ns, uint64_t thread,
+                                           uint64_t correlation, const libkineto::ITraceActivity* linked) {
+  libkineto::GenericTraceActivity event(device_span(), ActivityType::PRIVATEUSE1_RUNTIME, name);
+  event.startTime = start_ns;
+  event.endTime = end_ns;
+  event.device = static_cast<int32_t>(libkineto::processId());
+  event.resource = event.threadId = static_cast<int32_t>(thread);
+  event.id = static_cast<int32_t>(correlation);
+  event.linked = linked;
+  return event;
+}
+
 class TpuTraceSession final : public libkineto::IActivityProfilerSession {
  public:
   explicit TpuTraceSession(bool compiles) : compiles_(compiles) {}
@@ -65,7 +78,6 @@ class TpuTraceSession final : public libkineto::IActivityProfilerSession {
   void processTrace(libkineto::ActivityLogger& logger, libkineto::getLinkedActivityCallback linked_activity,
                     int64_t window_start, int64_t) override {
     trace::Trace recorded = trace::take();
-    int64_t pid = libkineto::processId();
     std::set<int> devices;
     uint32_t flow = 0;
     for (const trace::ProgramRun& run : recorded.runs) {
@@ -74,14 +86,8 @@ class TpuTraceSession final : public libkineto::IActivityProfilerSession {
           run.correlation ? linked_activity(static_cast<int32_t>(run.correlation)) : nullptr;
       ++flow;
 
-      libkineto::GenericTraceActivity launch(device_span(), ActivityType::PRIVATEUSE1_RUNTIME, "tpu launch");
-      launch.startTime = run.enqueued_ns;
-      launch.endTime = run.launched_ns;
-      launch.device = static_cast<int32_t>(pid);
-      launch.resource = static_cast<int32_t>(run.launch_thread);
-      launch.threadId = static_cast<int32_t>(run.launch_thread);
-      launch.id = static_cast<int32_t>(run.correlation);
-      launch.linked = launcher;
+      auto launch = host_event("tpu launch", run.enqueued_ns, run.launched_ns, run.launch_thread, run.correlation,
+                               launcher);
       launch.flow.id = flow;
       launch.flow.type = libkineto::kLinkAsyncCpuGpu;
       launch.flow.start = 1;
@@ -107,14 +113,9 @@ class TpuTraceSession final : public libkineto::IActivityProfilerSession {
     }
     if (compiles_) {
       for (const trace::Compile& compile : recorded.compiles) {
-        libkineto::GenericTraceActivity event(device_span(), ActivityType::PRIVATEUSE1_RUNTIME, compile.name);
-        event.startTime = compile.start_ns;
-        event.endTime = compile.end_ns;
-        event.device = static_cast<int32_t>(pid);
-        event.resource = static_cast<int32_t>(compile.thread);
-        event.threadId = static_cast<int32_t>(compile.thread);
-        event.id = static_cast<int32_t>(compile.correlation);
-        event.linked = compile.correlation ? linked_activity(static_cast<int32_t>(compile.correlation)) : nullptr;
+        auto event = host_event(compile.name, compile.start_ns, compile.end_ns, compile.thread, compile.correlation,
+                                compile.correlation ? linked_activity(static_cast<int32_t>(compile.correlation))
+                                                    : nullptr);
         event.addMetadataQuoted("origin", compile.origin);
         event.addMetadata("background", compile.background ? "true" : "false");
         logger.handleGenericActivity(event);

@@ -10,17 +10,12 @@
 
 #include "lowering/elementwise.h"
 #include "lowering/helpers.h"
+#include "lowering/matrices.h"
 
 namespace tpu::lowering {
 namespace {
 
 using hlo::Builder;
-
-DType real_dtype(const Context& ctx, Value a) {
-  DType dtype = ctx.b.dtype(a);
-  if (dtype != DType::F32 && dtype != DType::F64) throw Unsupported(ctx.op + " in " + mlir_name(dtype));
-  return dtype;
-}
 
 Dims leading(const Dims& dims, size_t drop) { return Dims(dims.begin(), dims.end() - drop); }
 
@@ -174,30 +169,17 @@ Value inverse_permutation(Builder& b, Value rows) {
                    s, "");
 }
 
-Value triangular_solve(Builder& b, Value a, Value rhs, bool lower, bool unit, bool transpose) {
-  std::string attributes = std::string("left_side = true, lower = ") + (lower ? "true" : "false") +
-                           ", unit_diagonal = " + (unit ? "true" : "false") + ", transpose_a = #stablehlo<transpose " +
-                           (transpose ? "TRANSPOSE" : "NO_TRANSPOSE") + ">";
-  return b.op1("stablehlo.triangular_solve", {a, rhs}, b.type(rhs), attributes);
-}
-
 // X with A X = B (or A^T X = B when `transpose`), from A's factorization; lu, permutation and rhs
 // share their batch dims.
 Value lu_solve(Builder& b, Value lu, Value permutation, Value rhs, bool transpose) {
   if (!transpose) {  // L U X = P B
-    Value y = triangular_solve(b, lu, take_rows(b, rhs, permutation), true, true, false);
-    return triangular_solve(b, lu, y, false, false, false);
+    Value y = triangular_solve(b, lu, take_rows(b, rhs, permutation), true, true, true, false);
+    return triangular_solve(b, lu, y, true, false, false, false);
   }
   // A^T = U^T L^T P: U^T y = B, L^T z = y, X = P^T z.
-  Value y = triangular_solve(b, lu, rhs, false, false, true);
-  Value z = triangular_solve(b, lu, y, true, true, true);
+  Value y = triangular_solve(b, lu, rhs, true, false, false, true);
+  Value z = triangular_solve(b, lu, y, true, true, true, true);
   return take_rows(b, z, inverse_permutation(b, permutation));
-}
-
-Value swap_last_two(Builder& b, Value x) {
-  Dims permutation = all_dims(b.rank(x));
-  std::swap(permutation[permutation.size() - 1], permutation[permutation.size() - 2]);
-  return b.transpose(x, permutation);
 }
 
 // The results of an op on empty matrices: each output `i` filled with fills[i] (det of a 0x0
@@ -206,13 +188,6 @@ std::vector<Value> filled_outputs(Context& ctx, const std::vector<double>& fills
   std::vector<Value> out;
   for (size_t i = 0; i < fills.size(); ++i) out.push_back(ctx.b.full(fills[i], ctx.out_type(i)));
   return out;
-}
-
-// An identity matrix ([..., m, m]) of `type`.
-Value identity_of(Builder& b, const TensorType& type) {
-  int64_t rank = static_cast<int64_t>(type.dims.size());
-  TensorType index{DType::I32, type.dims};
-  return b.convert(b.compare(b.iota(index, rank - 1), b.iota(index, rank - 2), "EQ"), type.dtype);
 }
 
 // CPU's det and slogdet factor A^T when A is contiguous (LAPACK reads column-major, so that saves
@@ -225,7 +200,7 @@ bool factors_transpose(const Context& ctx) { return ctx.args.at(0).contiguous; }
 Value square_operand(Context& ctx, size_t i, const Dims& batch) {
   Builder& b = ctx.b;
   Value a = ctx.tensor(i);
-  real_dtype(ctx, a);
+  real_matrix_dtype(ctx, a);
   const Dims& dims = b.dims(a);
   if (dims.size() < 2 || dims.back() != dims[dims.size() - 2]) throw Unsupported(ctx.op + " of a non-square matrix");
   int64_t n = dims.back();
@@ -236,7 +211,7 @@ Value square_operand(Context& ctx, size_t i, const Dims& batch) {
 std::vector<Value> lower_linalg_lu_factor_ex(Context& ctx) {
   Builder& b = ctx.b;
   Value a = ctx.tensor(0);
-  real_dtype(ctx, a);
+  real_matrix_dtype(ctx, a);
   if (b.rank(a) < 2 || !ctx.bool_arg(1, true)) throw Unsupported(ctx.op + " without pivoting");
   if (numel(b.dims(a)) == 0) return filled_outputs(ctx, {0, 0, 0});
   Factorization f = lu_factor(b, a);
@@ -300,7 +275,7 @@ std::vector<Value> lower_linalg_inv_ex(Context& ctx) {
   if (numel(out) == 0) return filled_outputs(ctx, {0, 0});
   Value a = square_operand(ctx, 0, leading(out, 2));
   Factorization f = lu_factor(b, a);
-  Value identity = identity_of(b, b.type(a));
+  Value identity = identity_matrices(b, b.type(a));
   return {as_output(ctx, lu_solve(b, f.lu, f.permutation, identity, false), 0), as_output(ctx, f.info, 1)};
 }
 
@@ -384,11 +359,11 @@ std::vector<Value> as_outputs(Context& ctx, const std::vector<Value>& values) {
 std::vector<Value> lower_lu_unpack(Context& ctx) {
   Builder& b = ctx.b;
   Value lu = ctx.tensor(0);
-  real_dtype(ctx, lu);
+  real_matrix_dtype(ctx, lu);
   if (!ctx.bool_arg(2, true) || !ctx.bool_arg(3, true)) throw Unsupported(ctx.op + " of part of a factorization");
   const Dims& dims = b.dims(lu);
   if (dims.size() < 2) throw Unsupported(ctx.op + " of a non-matrix operand");
-  if (numel(dims) == 0) return {identity_of(b, ctx.out_type(0)), b.zeros(ctx.out_type(1)), b.zeros(ctx.out_type(2))};
+  if (numel(dims) == 0) return {identity_matrices(b, ctx.out_type(0)), b.zeros(ctx.out_type(1)), b.zeros(ctx.out_type(2))};
   int64_t m = dims[dims.size() - 2], k = std::min(m, dims.back());
   Value pivots = b.broadcast_to(b.convert(ctx.tensor(1), DType::I32), appended(leading(dims, 2), {k}));
   return as_outputs(ctx, unpack(b, lu, permutation_of(b, pivots, m)));
@@ -398,9 +373,9 @@ std::vector<Value> lower_lu_unpack(Context& ctx) {
 std::vector<Value> lower_linalg_lu(Context& ctx) {
   Builder& b = ctx.b;
   Value a = ctx.tensor(0);
-  real_dtype(ctx, a);
+  real_matrix_dtype(ctx, a);
   if (b.rank(a) < 2 || !ctx.bool_arg(1, true)) throw Unsupported(ctx.op + " without pivoting");
-  if (numel(b.dims(a)) == 0) return {identity_of(b, ctx.out_type(0)), b.zeros(ctx.out_type(1)), b.zeros(ctx.out_type(2))};
+  if (numel(b.dims(a)) == 0) return {identity_matrices(b, ctx.out_type(0)), b.zeros(ctx.out_type(1)), b.zeros(ctx.out_type(2))};
   Factorization f = lu_factor(b, a);
   return as_outputs(ctx, unpack(b, f.lu, f.permutation));
 }

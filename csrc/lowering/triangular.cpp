@@ -6,46 +6,18 @@
 
 #include "lowering/elementwise.h"
 #include "lowering/helpers.h"
+#include "lowering/matrices.h"
 
 namespace tpu::lowering {
 namespace {
 
 using hlo::Builder;
 
-DType real_matrix_dtype(const Context& ctx, Value a) {
-  DType dtype = ctx.b.dtype(a);
-  if (dtype != DType::F32 && dtype != DType::F64) throw Unsupported(ctx.op + " in " + mlir_name(dtype));
-  return dtype;
-}
-
-Dims matrix_batch(const Dims& dims) { return Dims(dims.begin(), dims.end() - 2); }
-
-Dims with_batch(const Dims& batch, int64_t rows, int64_t cols) {
-  Dims dims = batch;
-  dims.push_back(rows);
-  dims.push_back(cols);
-  return dims;
-}
-
 // [..., n, n] -> where column <= row ("LE": the lower triangle) or column == row ("EQ").
 Value where_column(Builder& b, const Dims& dims, const char* relation_to_row) {
   int64_t rank = static_cast<int64_t>(dims.size());
   TensorType index{DType::I64, dims};
   return b.compare(b.iota(index, rank - 1), b.iota(index, rank - 2), relation_to_row);
-}
-
-Value swap_last_two(Builder& b, Value x) {
-  Dims permutation;
-  for (int64_t d = 0; d < b.rank(x); ++d) permutation.push_back(d);
-  std::swap(permutation[permutation.size() - 1], permutation[permutation.size() - 2]);
-  return b.transpose(x, permutation);
-}
-
-Value triangular_solve(Builder& b, Value a, Value rhs, bool left, bool lower, bool unit, bool transpose) {
-  std::string attributes = std::string("left_side = ") + (left ? "true" : "false") + ", lower = " +
-                           (lower ? "true" : "false") + ", unit_diagonal = " + (unit ? "true" : "false") +
-                           ", transpose_a = #stablehlo<transpose " + (transpose ? "TRANSPOSE" : "NO_TRANSPOSE") + ">";
-  return b.op1("stablehlo.triangular_solve", {a, rhs}, b.type(rhs), attributes);
 }
 
 // LAPACK's info for a Cholesky factorization: the order of the first leading minor that is not
@@ -172,9 +144,7 @@ std::vector<Value> lower_cholesky_inverse(Context& ctx) {
   real_matrix_dtype(ctx, factor);
   const Dims& dims = b.dims(factor);
   if (dims.size() < 2 || numel(dims) == 0) throw Unsupported(ctx.op + " of an empty or non-matrix operand");
-  Value identity = b.convert(b.compare(b.iota({DType::I64, dims}, dims.size() - 1),
-                                       b.iota({DType::I64, dims}, dims.size() - 2), "EQ"),
-                             b.dtype(factor));
+  Value identity = identity_matrices(b, b.type(factor));
   return {as_output(ctx, cholesky_solve(b, factor, identity, ctx.bool_arg(1, false)))};
 }
 

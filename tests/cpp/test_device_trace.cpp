@@ -1,6 +1,7 @@
 // exec/device_trace: the device spans a profiler trace shows come from enqueue and completion
 // times under the in-order model, and programs are named after their ops without reading as the
 // PyTorch op that launched them.
+#include <array>
 #include <string>
 #include <vector>
 
@@ -13,18 +14,21 @@ using exec::trace::ProgramRun;
 
 namespace {
 
-ProgramRun run_of(int device, int64_t enqueued, int64_t end) {
-  ProgramRun run;
-  run.device = device;
-  run.enqueued_ns = enqueued;
-  run.end_ns = end;
-  return run;
+// Runs from {device, enqueued, end} triples, in launch order.
+std::vector<ProgramRun> runs_of(const std::vector<std::array<int64_t, 3>>& specs) {
+  std::vector<ProgramRun> runs(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    runs[i].device = static_cast<int>(specs[i][0]);
+    runs[i].enqueued_ns = specs[i][1];
+    runs[i].end_ns = specs[i][2];
+  }
+  return runs;
 }
 
 }  // namespace
 
 TEST(a_program_starts_when_enqueued_or_when_its_predecessor_ends) {
-  std::vector<ProgramRun> runs = {run_of(0, 100, 500), run_of(0, 200, 900), run_of(0, 1000, 1200)};
+  std::vector<ProgramRun> runs = runs_of({{0, 100, 500}, {0, 200, 900}, {0, 1000, 1200}});
   exec::trace::resolve_spans(runs);
   EXPECT(runs[0].start_ns == 100 && runs[0].end_ns == 500);
   EXPECT(runs[1].start_ns == 500 && runs[1].end_ns == 900);  // queued behind the first
@@ -33,7 +37,7 @@ TEST(a_program_starts_when_enqueued_or_when_its_predecessor_ends) {
 
 TEST(device_spans_never_overlap_or_run_backwards) {
   // The second's completion was seen before the first's (callbacks race): it ran inside it.
-  std::vector<ProgramRun> runs = {run_of(0, 100, 800), run_of(0, 150, 700), run_of(1, 120, 300)};
+  std::vector<ProgramRun> runs = runs_of({{0, 100, 800}, {0, 150, 700}, {1, 120, 300}});
   exec::trace::resolve_spans(runs);
   EXPECT(runs[1].start_ns == 700 && runs[1].end_ns == 700);
   EXPECT(runs[2].start_ns == 120 && runs[2].end_ns == 300);  // another device has its own queue
@@ -52,7 +56,7 @@ TEST(programs_are_named_by_kind_and_ops) {
 
 TEST(nothing_is_recorded_outside_a_trace) {
   exec::trace::stop();
-  exec::trace::record_run(run_of(0, 1, 2));
+  exec::trace::record_run(runs_of({{0, 1, 2}})[0]);
   exec::trace::start();
   exec::trace::record_compile({"compile per_op", "1 op", false, 0, 0, 10, 20});
   exec::trace::stop();

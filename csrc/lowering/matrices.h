@@ -1,0 +1,22 @@
+// What the matrix lowerings share (triangular.cpp: Cholesky and triangular solves; lu.cpp: LU
+// and the solves, inverses and determinants built on it): batches of matrices [..., m, n].
+#pragma once
+
+#include "lowering/registry.h"
+
+namespace tpu::lowering {
+
+// The operand's dtype when it is f32 or f64; complex and other dtypes take the CPU.
+DType real_matrix_dtype(const Context& ctx, Value a);
+// [..., m, n] -> [...].
+Dims matrix_batch(const Dims& dims);
+// [...] -> [..., rows, cols].
+Dims with_batch(const Dims& batch, int64_t rows, int64_t cols);
+Value swap_last_two(hlo::Builder& b, Value x);
+// stablehlo.triangular_solve: X with op(A) X = B (left) or X op(A) = B, reading A's lower or
+// upper triangle only.
+Value triangular_solve(hlo::Builder& b, Value a, Value rhs, bool left, bool lower, bool unit, bool transpose);
+// The identity matrices [..., m, m] of `type`.
+Value identity_matrices(hlo::Builder& b, const TensorType& type);
+
+}  // namespace tpu::lowering
