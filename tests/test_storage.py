@@ -83,6 +83,23 @@ def test_resize_keeps_the_prefix(mode):
     torch.testing.assert_close(t.cpu(), torch.arange(6.0).view(2, 3))
 
 
+def test_resize_to_the_same_sizes_keeps_the_strides_as_on_cpu(mode):
+    for device in ("cpu", "tpu"):
+        column_major = torch.empty_strided((3, 5), (1, 3), device=device)
+        column_major.resize_(3, 5)
+        assert column_major.stride() == (1, 3), device
+        column_major.resize_as_(torch.empty(3, 5, device=device))
+        assert column_major.stride() == (1, 3), device
+        column_major.resize_(3, 5, memory_format=torch.contiguous_format)
+        assert column_major.stride() == (5, 1), device
+        with pytest.raises(RuntimeError, match="Unsupported memory format"):
+            column_major.resize_(3, 5, memory_format=torch.preserve_format)
+    # A resize to other sizes is contiguous, with the values of the prefix kept.
+    t = torch.empty_strided((3, 5), (1, 3), device="tpu").fill_(1.0)
+    t.resize_(2, 2)
+    assert t.stride() == (2, 1)
+
+
 def test_set_and_storage_sharing(mode):
     source = torch.arange(12.0, device="tpu")
     target = torch.empty(0, device="tpu")

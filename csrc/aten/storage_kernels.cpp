@@ -156,8 +156,12 @@ const at::Tensor& resize_(const at::Tensor& self, at::IntArrayRef size,
                           c10::optional<at::MemoryFormat> memory_format) {
   for (int64_t s : size) TORCH_CHECK(s >= 0, "Trying to create tensor with negative dimension ", s, ": ", size);
   auto* impl = self.unsafeGetTensorImpl();
-  impl->set_sizes_contiguous(size);
-  if (memory_format.has_value() && *memory_format != at::MemoryFormat::Preserve) {
+  // As CPU's resize_: a tensor already of these sizes keeps its strides (an out= argument that
+  // torch.lu or resize_as_ resizes to its own shape stays column-major), and only an explicit
+  // memory format restrides.
+  if (self.sizes() != size) impl->set_sizes_contiguous(size);
+  if (memory_format.has_value()) {
+    TORCH_CHECK(*memory_format != at::MemoryFormat::Preserve, "Unsupported memory format", *memory_format);
     impl->empty_tensor_restride(*memory_format);
   }
   size_t needed = required_bytes(self.sizes(), self.strides(), self.storage_offset(), self.dtype().itemsize());
