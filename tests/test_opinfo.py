@@ -157,10 +157,7 @@ NONCONTIGUOUS_SLICE = ["add", "mul", "exp", "where", "sum", "mean", "softmax", "
 SIDE_SAMPLES = 6
 
 # op -> why its out= results differ from CPU's (each one is a bug to fix).
-OUT_XFAIL = {
-    "nonzero": "nonzero(out=) restrides its out= tensor to row-major; CPU keeps the column-major strides of "
-               "a correctly sized out= (as its own result has)",
-}
+OUT_XFAIL = {}
 # op -> why its non-contiguous samples differ from CPU's.
 NONCONTIGUOUS_XFAIL = {}
 
