@@ -66,17 +66,18 @@ void Marker::wait() {
   for (auto& completion : work_) completion->wait();
 }
 
+int64_t Completion::seen_finished_ns() const {
+  int64_t finished = finished_ns();
+  while (finished < 0) {
+    std::this_thread::yield();
+    finished = finished_ns();
+  }
+  return finished;
+}
+
 double Marker::finished_ms() const {
   int64_t latest = made_ns_;
-  for (const auto& completion : work_) {
-    int64_t finished = completion->finished_ns();
-    // The ready callback may still be on its way once wait() returned: wait for it briefly.
-    while (finished < 0) {
-      std::this_thread::yield();
-      finished = completion->finished_ns();
-    }
-    latest = std::max(latest, finished);
-  }
+  for (const auto& completion : work_) latest = std::max(latest, completion->seen_finished_ns());
   return static_cast<double>(latest) / 1e6;
 }
 

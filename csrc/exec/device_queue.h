@@ -30,6 +30,9 @@ class Completion : public std::enable_shared_from_this<Completion> {
   // Asks to be told the host time at which the program finishes (for elapsed_time).
   void watch();
   int64_t finished_ns() const { return finished_ns_.load(); }  // -1 until seen
+  // finished_ns() of a watched program known to be done: its ready callback may still be on its
+  // way once wait() has returned, so this waits for it briefly.
+  int64_t seen_finished_ns() const;
 
  private:
   static void on_finished(PJRT_Error* error, void* self);

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
-#include <thread>
+#include <unordered_map>
 
 namespace tpu::exec::trace {
 
@@ -52,13 +52,7 @@ Trace take() {
     } catch (const std::exception&) {
       // A failed program still ended; its error reaches whoever reads what it wrote.
     }
-    int64_t finished = run.completion->finished_ns();
-    // The ready callback may still be on its way once wait() returned.
-    while (finished < 0) {
-      std::this_thread::yield();
-      finished = run.completion->finished_ns();
-    }
-    run.end_ns = steady_to_wall(finished);
+    run.end_ns = steady_to_wall(run.completion->seen_finished_ns());
     run.completion.reset();
   }
   resolve_spans(trace.runs);
@@ -104,13 +98,11 @@ void resolve_spans(std::vector<ProgramRun>& runs) {
 
 std::string summarize_ops(const char* kind, const std::vector<std::string>& op_names, std::string* counts) {
   std::vector<std::pair<std::string, int>> distinct;  // first-seen order
+  std::unordered_map<std::string, size_t> position;    // a graph has thousands of ops, tens of kinds
   for (const std::string& name : op_names) {
-    auto it = std::find_if(distinct.begin(), distinct.end(), [&](const auto& entry) { return entry.first == name; });
-    if (it == distinct.end()) {
-      distinct.emplace_back(name, 1);
-    } else {
-      ++it->second;
-    }
+    auto [it, inserted] = position.emplace(name, distinct.size());
+    if (inserted) distinct.emplace_back(name, 0);
+    ++distinct[it->second].second;
   }
   if (counts) {
     counts->clear();

@@ -17,14 +17,12 @@ namespace {
 
 using hlo::Builder;
 
-Dims leading(const Dims& dims, size_t drop) { return Dims(dims.begin(), dims.end() - drop); }
-
 Dims appended(Dims dims, std::initializer_list<int64_t> more) {
   dims.insert(dims.end(), more);
   return dims;
 }
 
-// Rank-0 i32 `k` as a constant-free value of every element of `dims`.
+// The rank-0 runtime value `k` (a loop counter) broadcast to `dims`.
 Value everywhere(Builder& b, Value k, const Dims& dims) { return b.broadcast_to(k, dims); }
 
 // x with its entries k and p[batch] along `dim` exchanged, per batch (p's dims are x's before
@@ -62,7 +60,7 @@ Factorization lu_factor(Builder& b, Value a) {
   Dims dims = b.dims(a);
   int64_t rank = static_cast<int64_t>(dims.size()), m = dims[rank - 2], n = dims[rank - 1];
   int64_t steps = std::min(m, n);
-  Dims batch = leading(dims, 2);
+  Dims batch = matrix_batch(dims);
   TensorType matrix = b.type(a), pivots_type{DType::I32, appended(batch, {steps})}, info_type{DType::I32, batch},
              rows_type{DType::I32, appended(batch, {m})}, counter{DType::I32, {}};
   std::vector<TensorType> state{matrix, pivots_type, info_type, rows_type, counter};
@@ -131,7 +129,8 @@ Factorization lu_factor(Builder& b, Value a) {
 
 // The row permutation that LAPACK's pivots describe (the exchanges applied in order to 0..m-1).
 Value permutation_of(Builder& b, Value pivots, int64_t m) {
-  Dims batch = leading(b.dims(pivots), 1);
+  const Dims& pivot_dims = b.dims(pivots);
+  Dims batch(pivot_dims.begin(), pivot_dims.end() - 1);
   int64_t steps = b.dims(pivots).back(), rank = static_cast<int64_t>(batch.size()) + 2;
   TensorType rows_type{DType::I32, appended(batch, {m})}, pivots_type = b.type(pivots), counter{DType::I32, {}};
   std::vector<TensorType> state{rows_type, pivots_type, counter};
@@ -225,7 +224,7 @@ std::vector<Value> lower_linalg_lu_solve(Context& ctx) {
   const Dims& out = ctx.outputs.at(0).dims;
   if (out.size() < 2) throw Unsupported(ctx.op + " of a non-matrix operand");
   if (numel(out) == 0) return filled_outputs(ctx, {0});
-  Dims batch = leading(out, 2);
+  Dims batch = matrix_batch(out);
   Value lu = square_operand(ctx, 0, batch);
   int64_t n = b.dims(lu).back();
   Value pivots = b.broadcast_to(ctx.tensor(1), appended(batch, {n}));
@@ -247,7 +246,7 @@ std::vector<Value> lower_linalg_solve_ex(Context& ctx) {
   const Dims& lu_dims = ctx.outputs.at(1).dims;
   if (lu_dims.size() < 2) throw Unsupported(ctx.op + " of a non-matrix operand");
   if (numel(lu_dims) == 0) return filled_outputs(ctx, {0, 0, 0, 0});
-  Value a = square_operand(ctx, 0, leading(lu_dims, 2));
+  Value a = square_operand(ctx, 0, matrix_batch(lu_dims));
   Value rhs = ctx.tensor(1);
   if (b.dtype(rhs) != b.dtype(a)) throw Unsupported(ctx.op + " with mixed dtypes");
   bool vector = out.size() == lu_dims.size() - 1, left = ctx.bool_arg(2, true);
@@ -257,7 +256,7 @@ std::vector<Value> lower_linalg_solve_ex(Context& ctx) {
   if (numel(out) == 0) {  // no right-hand side: the factorization alone
     return {b.zeros(ctx.out_type(0)), as_output(ctx, f.lu, 1), as_output(ctx, f.pivots, 2), as_output(ctx, f.info, 3)};
   }
-  Dims batch = leading(matrix_out, 2);
+  Dims batch = matrix_batch(matrix_out);
   Value lu = b.broadcast_to(f.lu, appended(batch, {lu_dims.back(), lu_dims.back()}));
   Value permutation = b.broadcast_to(f.permutation, appended(batch, {lu_dims.back()}));
   // X A = B is A^T X^T = B^T.
@@ -273,7 +272,7 @@ std::vector<Value> lower_linalg_inv_ex(Context& ctx) {
   const Dims& out = ctx.outputs.at(0).dims;
   if (out.size() < 2) throw Unsupported(ctx.op + " of a non-matrix operand");
   if (numel(out) == 0) return filled_outputs(ctx, {0, 0});
-  Value a = square_operand(ctx, 0, leading(out, 2));
+  Value a = square_operand(ctx, 0, matrix_batch(out));
   Factorization f = lu_factor(b, a);
   Value identity = identity_matrices(b, b.type(a));
   return {as_output(ctx, lu_solve(b, f.lu, f.permutation, identity, false), 0), as_output(ctx, f.info, 1)};
@@ -283,7 +282,7 @@ std::vector<Value> lower_linalg_inv_ex(Context& ctx) {
 std::pair<Value, Value> diagonal_and_exchange_sign(Builder& b, const Factorization& f) {
   const Dims& dims = b.dims(f.lu);
   int64_t rank = static_cast<int64_t>(dims.size()), n = dims.back();
-  Dims batch = leading(dims, 2);
+  Dims batch = matrix_batch(dims);
   TensorType index{DType::I32, dims};
   Value on_diagonal = b.compare(b.iota(index, rank - 1), b.iota(index, rank - 2), "EQ");
   DType dtype = b.dtype(f.lu);
@@ -301,7 +300,7 @@ std::pair<Value, Value> diagonal_and_exchange_sign(Builder& b, const Factorizati
 Factorization factor_for_determinant(Context& ctx, size_t lu_output) {
   const Dims& lu_dims = ctx.outputs.at(lu_output).dims;
   if (lu_dims.size() < 2) throw Unsupported(ctx.op + " of a non-matrix operand");
-  Value a = square_operand(ctx, 0, leading(lu_dims, 2));
+  Value a = square_operand(ctx, 0, matrix_batch(lu_dims));
   return lu_factor(ctx.b, factors_transpose(ctx) ? swap_last_two(ctx.b, a) : a);
 }
 
@@ -334,7 +333,7 @@ std::vector<Value> lower_linalg_slogdet(Context& ctx) {
 std::vector<Value> unpack(Builder& b, Value lu, Value permutation) {
   const Dims& dims = b.dims(lu);
   int64_t rank = static_cast<int64_t>(dims.size()), m = dims[rank - 2], n = dims[rank - 1], k = std::min(m, n);
-  Dims batch = leading(dims, 2);
+  Dims batch = matrix_batch(dims);
   TensorType index{DType::I32, dims};
   Value rows = b.iota(index, rank - 2), columns = b.iota(index, rank - 1);
   Value unit = b.convert(b.compare(columns, rows, "EQ"), b.dtype(lu));
@@ -365,7 +364,7 @@ std::vector<Value> lower_lu_unpack(Context& ctx) {
   if (dims.size() < 2) throw Unsupported(ctx.op + " of a non-matrix operand");
   if (numel(dims) == 0) return {identity_matrices(b, ctx.out_type(0)), b.zeros(ctx.out_type(1)), b.zeros(ctx.out_type(2))};
   int64_t m = dims[dims.size() - 2], k = std::min(m, dims.back());
-  Value pivots = b.broadcast_to(b.convert(ctx.tensor(1), DType::I32), appended(leading(dims, 2), {k}));
+  Value pivots = b.broadcast_to(b.convert(ctx.tensor(1), DType::I32), appended(matrix_batch(dims), {k}));
   return as_outputs(ctx, unpack(b, lu, permutation_of(b, pivots, m)));
 }
 

@@ -60,8 +60,7 @@ class ModuleStack:
         self._names = {}  # id(module) -> qualified name, for every module under a root seen
         self._invocations = 0
         self._handles = []
-        self.parameter_names = {}  # id(parameter) -> qualified name
-        self._parameters = {}  # id(parameter) -> weak reference, for parameter_storages()
+        self._parameters = {}  # id(parameter) -> (qualified name, weak reference)
 
     def _stack(self):
         stack = getattr(self._local, "stack", None)
@@ -81,8 +80,7 @@ class ModuleStack:
             for sub_name, sub in module.named_modules():
                 self._names.setdefault(id(sub), f"{root}.{sub_name}" if sub_name else root)
             for param_name, param in module.named_parameters():
-                self.parameter_names.setdefault(id(param), f"{root}.{param_name}")
-                self._parameters.setdefault(id(param), weakref.ref(param))
+                self._parameters.setdefault(id(param), (f"{root}.{param_name}", weakref.ref(param)))
             name = self._names[id(module)]
         return name
 
@@ -90,11 +88,11 @@ class ModuleStack:
         """{storage address: (bytes, qualified name)} of the tpu parameters of the modules seen,
         still alive."""
         storages = {}
-        for key, ref in self._parameters.items():
+        for name, ref in self._parameters.values():
             param = ref()
             if param is not None and param.device.type == "tpu":
                 storage = param.untyped_storage()
-                storages.setdefault(storage.data_ptr(), (storage.nbytes(), self.parameter_names[key]))
+                storages.setdefault(storage.data_ptr(), (storage.nbytes(), name))
         return storages
 
     def _pre(self, module, args):
