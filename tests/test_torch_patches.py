@@ -24,7 +24,8 @@ from torch_tpu import _torch_patches as patches
 
 PATCHES = ["backward_follows_the_caller", "grouped_mm_meta_any_float", "gru_cell_meta",
            "dynamo_device_interface", "pickling_refuses_tpu", "queue_put_refuses_tpu",
-           "dlpack_refuses_tpu", "plain_compile_routes_tpu_graphs", "module_apply_keeps_ties"]
+           "dlpack_refuses_tpu", "plain_compile_routes_tpu_graphs", "module_apply_keeps_ties",
+           "flex_attention_accepts_tpu"]
 
 
 def original_of(symbol, patch):
@@ -39,7 +40,8 @@ def signature(fn):
 
 
 def test_every_patch_is_installed_in_order():
-    import torch._dynamo.device_interface  # noqa: F401  (the one patch that waits for its module)
+    import torch._dynamo.device_interface  # noqa: F401  (the patches that wait for their module)
+    import torch.nn.attention.flex_attention  # noqa: F401
 
     assert patches.status() == {name: "installed" for name in PATCHES}
     assert list(patches.status()) == PATCHES
@@ -47,11 +49,13 @@ def test_every_patch_is_installed_in_order():
 
 def test_applying_again_replaces_nothing():
     import torch._dynamo.device_interface as interfaces
+    import torch.nn.attention.flex_attention  # noqa: F401
 
     symbols = lambda: (torch.nn.Module._apply, torch.autograd.graph._engine_run_backward,  # noqa: E731
                        torch.Tensor.__dlpack__, torch.to_dlpack, multiprocessing.queues.Queue.put,
                        dict(ForkingPickler._extra_reducers), interfaces.TpuInterface,
                        torch._TorchCompileInductorWrapper.__call__,
+                       torch.nn.attention.flex_attention._validate_device,
                        torch.ops.aten._grouped_mm.default.py_kernels[torch._C.DispatchKey.Meta])
     before = symbols()
     patches.apply()
@@ -180,6 +184,7 @@ def test_gru_cell_runs_on_tpu_as_on_cpu(mode, no_fallback):
 
 def test_dynamo_device_interface_replaces_the_placeholder():
     import torch._dynamo.device_interface as interfaces
+    import torch.nn.attention.flex_attention  # noqa: F401
 
     placeholder = original_of(interfaces.TpuInterface, "dynamo_device_interface")
     assert issubclass(placeholder, interfaces.DeviceInterface)
@@ -285,6 +290,26 @@ def test_tied_parameters_stay_tied_on_tpu_as_on_cpu(mode):
     assert back.head.weight is back.embed.weight
 
 
+# flex_attention_accepts_tpu
+
+def test_flex_attention_device_check_signature_and_why_it_is_needed():
+    from torch._C import DispatchKey
+    from torch._higher_order_ops.flex_attention import flex_attention as flex_attention_op
+    from torch.nn.attention import flex_attention
+
+    original = original_of(flex_attention._validate_device, "flex_attention_accepts_tpu")
+    assert signature(original) == "(query, key, value)"
+    # Still needed: PyTorch's own check refuses tpu tensors.
+    q = torch.ones(1, 1, 4, 4, device="tpu")
+    with pytest.raises(ValueError, match="only supported on"):
+        original(q, q, q)
+    # CPU keeps PyTorch's rules (no backward there).
+    cpu = torch.ones(1, 1, 4, 4, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="backward on CPU"):
+        flex_attention._validate_device(cpu, cpu, cpu)
+    assert DispatchKey.AutocastPrivateUse1 in flex_attention_op.py_kernels
+
+
 def test_no_patch_warned_at_import():
     # Importing torch_tpu in this process happened before any test ran; a fresh interpreter shows
     # whether any patch was skipped with a warning.
@@ -292,7 +317,7 @@ def test_no_patch_warned_at_import():
     import sys
 
     code = ("import warnings; warnings.filterwarnings('error', message='torch_tpu: in PyTorch')\n"
-            "import torch, torch._dynamo.device_interface\n"
+            "import torch, torch._dynamo.device_interface, torch.nn.attention.flex_attention\n"
             "from torch_tpu import _torch_patches\n"
             "print(sorted(set(_torch_patches.status().values())))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

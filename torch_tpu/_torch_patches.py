@@ -339,3 +339,20 @@ def module_apply_keeps_ties():
         from ._module_ties import keeping_ties
 
         _replace(torch.nn.Module, "_apply", original, keeping_ties(original))
+
+
+# Warn: without it flex_attention on tpu raises PyTorch's device check; nothing computes wrong.
+@_patch("warn", "torch.nn.attention.flex_attention raises 'only supported on CUDA, CPU, HPU, or "
+                "MPS devices' for tpu tensors", after_import="torch.nn.attention.flex_attention")
+def flex_attention_accepts_tpu(module):
+    """flex_attention checks its inputs' device against an allow-list of in-tree devices before
+    dispatching to the flex_attention op, whose dense implementation and backward are ATen ops tpu
+    lowers; unnecessary once the check asks whether the device implements the op. Also registers
+    the op's autocast rule for tpu (a registration, not a patch), which must wait for the same
+    import."""
+    from ._flex_attention import accepting_tpu, register_autocast
+
+    original = _function(module, "_validate_device", ("query", "key", "value"))
+    if original is not None:
+        _replace(module, "_validate_device", original, accepting_tpu(original))
+    register_autocast(sys.modules["torch._higher_order_ops.flex_attention"])
