@@ -1,5 +1,6 @@
 #include "aten/op_adapters.h"
 
+#include <ATen/ops/empty.h>
 #include <ATen/ops/nonzero.h>
 #include <c10/util/Exception.h>
 
@@ -51,6 +52,26 @@ void convolution_backward_meta(torch::jit::Stack* meta) {
   int64_t channels = transposed ? weight.size(1) * (*meta)[8].toInt() : weight.size(0);
   meta->insert(meta->begin() + 3, c10::IValue(std::vector<int64_t>{channels}));
   conv_backward.callBoxed(meta);
+}
+
+// The Tensor forms of CTC loss have no meta function. aten/ctc_loss_kernel.cpp calls them with
+// targets padded to [batch, S]; log_alpha then spans the 2 S + 1 extended labels. Concatenated
+// 1-D targets (a direct call) would need the lengths' values: those take the CPU.
+void ctc_loss_meta(torch::jit::Stack* meta) {
+  at::Tensor log_probs = (*meta)[0].toTensor(), targets = (*meta)[1].toTensor();
+  if (log_probs.dim() != 3 || targets.dim() != 2) {
+    throw c10::NotImplementedError({__func__, __FILE__, __LINE__}, "concatenated targets need their lengths' values");
+  }
+  int64_t steps = log_probs.size(0), batch = log_probs.size(1), labels = 2 * targets.size(1) + 1;
+  meta->clear();
+  meta->emplace_back(at::empty({batch}, log_probs.options()));
+  meta->emplace_back(at::empty({batch, steps, labels}, log_probs.options()));
+}
+
+void ctc_loss_backward_meta(torch::jit::Stack* meta) {
+  at::Tensor log_probs = (*meta)[1].toTensor();
+  meta->clear();
+  meta->emplace_back(at::empty(log_probs.sizes(), log_probs.options()));
 }
 
 void batch_norm_evaluation_results(const c10::FunctionSchema& schema, at::ArrayRef<c10::IValue> args,
@@ -148,6 +169,13 @@ std::vector<OpAdapter> make_table() {
       "tests/test_ops_coverage.py::test_convolution");
   convolution_backward.run_meta = convolution_backward_meta;
   convolution_backward.over_composite = true;
+
+  add({"aten::_ctc_loss"}, "the Tensor form (lengths as device values) has no meta function",
+      "tests/test_ctc_loss.py::test_ctc_loss_matches_cpu")
+      .run_meta = ctc_loss_meta;
+  add({"aten::_ctc_loss_backward"}, "the Tensor form (lengths as device values) has no meta function",
+      "tests/test_ctc_loss.py::test_ctc_loss_matches_cpu")
+      .run_meta = ctc_loss_backward_meta;
 
   // Composite kernels replaced by the whole op's lowering.
   add({"aten::cummax", "aten::cummin", "aten::logcumsumexp"},
