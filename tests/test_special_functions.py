@@ -41,3 +41,31 @@ def test_hermite_polynomials_past_cpus_degree_limit_are_nan(mode, no_fallback):
     n = torch.tensor([100.0, 128.0, 129.0])
     for fn in (torch.special.hermite_polynomial_h, torch.special.hermite_polynomial_he):
         torch.testing.assert_close(to_cpu(fn(x.to("tpu"), n.to("tpu"))), fn(x, n), equal_nan=True)
+
+
+NORMAL_X = [-40.0, -27.0, -10.0, -5.0, -1.5, -1.0, -0.7, -0.5, -0.2, -0.0, 0.0, 0.3, 0.5, 0.9, 2.0, 5.0, 10.0, 26.0,
+            30.0, 1e3, 1e10, float("inf"), float("-inf"), float("nan")]
+PROBABILITIES = [0.0, 1e-30, 1e-20, 1e-8, 1e-3, 0.02, 0.1, 0.11, 0.3, 0.5, 0.5000001, 0.7, 0.89, 0.9, 0.999, 1 - 1e-7,
+                 1.0, 1.2, -0.1, float("nan")]
+
+
+@pytest.mark.parametrize("name,values", [("erfcx", NORMAL_X), ("log_ndtr", NORMAL_X), ("ndtr", NORMAL_X),
+                                         ("ndtri", PROBABILITIES)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_normal_distribution_functions_match_cpu_into_their_tails(mode, name, values, dtype, no_fallback):
+    fn = getattr(torch.special, name)
+    x = torch.tensor(values, dtype=dtype)
+    torch.testing.assert_close(to_cpu(fn(x.to("tpu"))), fn(x), equal_nan=True)
+
+
+def test_ndtri_inverts_ndtr_across_the_unit_interval(mode, no_fallback):
+    p = torch.rand(1000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    torch.testing.assert_close(to_cpu(torch.special.ndtri(p.to("tpu"))), torch.special.ndtri(p))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_hurwitz_zeta_matches_cpu_at_its_poles_and_domain_edges(mode, dtype, no_fallback):
+    x = torch.tensor([1.0, 1.5, 2.0, 3.0, 10.0, 0.5, float("inf"), float("nan"), -1.0], dtype=dtype).view(-1, 1)
+    q = torch.tensor([0.5, 1.0, 2.0, 3.5, 1.5, -1.0, -2.5, 0.0, float("inf")], dtype=dtype).view(1, -1)
+    torch.testing.assert_close(to_cpu(torch.special.zeta(x.to("tpu"), q.to("tpu"))), torch.special.zeta(x, q),
+                               equal_nan=True)

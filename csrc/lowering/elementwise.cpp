@@ -173,13 +173,18 @@ Value exp_neg_square(Builder& b, Value a) {
   return b.add(head_term, b.mul(head_term, tail_term));
 }
 
-// erfc(a) for a >= 0.5.
-Value erfc_tail(Builder& b, Value a) {
+// exp(a^2) erfc(a) for a >= 0.5 (inf included).
+Value erfcx_for_large(Builder& b, Value a) {
   bool f64 = b.dtype(a) == DType::F64;
-  a = b.min(a, splat(b, 30.0, a));  // erfc underflows long before; keeps inf from making nan
   Value t = b.div(splat(b, 1.0, a), a);
   Value ratio = f64 ? rational(b, t, kErfc64P, kErfc64Q) : rational(b, t, kErfc32P, kErfc32Q);
-  return b.mul(exp_neg_square(b, a), b.mul(ratio, t));
+  return b.mul(ratio, t);
+}
+
+// erfc(a) for a >= 0.5.
+Value erfc_tail(Builder& b, Value a) {
+  a = b.min(a, splat(b, 30.0, a));  // erfc underflows long before; keeps inf from making nan
+  return b.mul(exp_neg_square(b, a), erfcx_for_large(b, a));
 }
 
 // erf for |x| below the switch to the tail (f64), or everywhere (f32).
@@ -205,6 +210,19 @@ Value erf(Builder& b, Value x) {
   Value from_tail = b.sub(splat(b, 1.0, x), erfc_tail(b, b.max(a, splat(b, 0.5, a))));
   Value far = b.select(is_negative(b, x), negate(b, from_tail), from_tail);
   Value result = b.select(b.compare(a, splat(b, 1.0, a), "LT"), erf_core(b, x), far);
+  return b.select(is_nan(b, x), x, result);
+}
+
+Value erfcx(Builder& b, Value x) {
+  check_erf_dtype(b, x);
+  Value two = splat(b, 2.0, x), half = splat(b, 0.5, x);
+  Value grown = op(b, "exponential", b.mul(x, x));
+  Value large = erfcx_for_large(b, b.max(x, half));
+  // Below -0.5: erfc(x) = 2 - erfc(-x), so erfcx(x) = 2 exp(x^2) - erfcx(-x).
+  Value negative = b.sub(b.mul(two, grown), erfcx_for_large(b, b.max(negate(b, x), half)));
+  Value middle = b.mul(grown, erfc(b, x));
+  Value result = b.select(b.compare(x, half, "GE"), large,
+                          b.select(b.compare(x, negate(b, half), "LE"), negative, middle));
   return b.select(is_nan(b, x), x, result);
 }
 

@@ -69,5 +69,7 @@ std::string string_arg(const Context& ctx, size_t i);
 // `x` must be F32 or F64; both are accurate to a few ulps of that dtype.
 Value erf(hlo::Builder& b, Value x);
 Value erfc(hlo::Builder& b, Value x);
+// exp(x^2) erfc(x), accurate where erfc underflows.
+Value erfcx(hlo::Builder& b, Value x);
 
 }  // namespace tpu::lowering

@@ -170,6 +170,91 @@ std::vector<Value> lower_special_i1e(Context& ctx) {
   return finish(ctx, r, chlo(ctx.b, "bessel_i1e", arg_as(ctx, 0, r)));
 }
 
+// Hurwitz zeta(x, q) = sum over k >= 0 of (k + q)^-x, CHLO's (with CPU's poles and domain).
+std::vector<Value> lower_special_zeta(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  Builder& b = ctx.b;
+  Value x = arg_as(ctx, 0, r), q = arg_as(ctx, 1, r);
+  Value one = splat(b, 1, x), zero = splat(b, 0, x), inf = splat(b, kInf, x), nan = splat(b, kNan, x);
+  Value result = b.binary("chlo.zeta", x, q);
+  // CPU's cases, in its order (later selects win): x = inf gives q^-inf for q <= 1 and nan (its
+  // series' inf / inf) above; poles at q <= 0.
+  Value at_inf = b.select(b.compare(q, one, "LT"), inf, b.select(b.compare(q, one, "EQ"), one, nan));
+  result = b.select(b.compare(x, inf, "EQ"), at_inf, result);
+  Value q_not_positive = b.compare(q, zero, "LE");
+  result = b.select(op(b, "and", op(b, "and", q_not_positive, op(b, "not", is_integer_valued(b, q))),
+                       op(b, "not", is_integer_valued(b, x))),
+                    nan, result);
+  result = b.select(op(b, "and", q_not_positive, is_integer_valued(b, q)), inf, result);
+  result = b.select(b.compare(x, one, "LT"), nan, result);
+  return finish(ctx, r, b.select(b.compare(x, one, "EQ"), inf, result));
+}
+
+std::vector<Value> lower_special_erfcx(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  return finish(ctx, r, erfcx(ctx.b, arg_as(ctx, 0, r)));
+}
+
+// log of the standard normal CDF: through erfcx in the lower tail, where the CDF underflows
+// (log(erfcx(-t) / 2) - t^2), and log1p near 1.
+Value log_ndtr_of(Builder& b, Value x) {
+  Value t = b.mul(x, splat(b, M_SQRT1_2, x));
+  Value lower = b.sub(op(b, "log", b.div(erfcx(b, negate(b, t)), splat(b, 2, x))), b.mul(t, t));
+  Value upper = op(b, "log_plus_one", negate(b, b.div(erfc(b, t), splat(b, 2, x))));
+  return b.select(b.compare(x, splat(b, -1, x), "LT"), lower, upper);
+}
+
+std::vector<Value> lower_special_log_ndtr(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  return finish(ctx, r, log_ndtr_of(ctx.b, arg_as(ctx, 0, r)));
+}
+
+// The inverse of the standard normal CDF, by Newton steps from a close guess. In the middle,
+// erf(x / sqrt 2) = 2 (p - 1/2) from CHLO's erf_inv (p - 1/2 is exact there, and erf keeps its
+// relative accuracy near 0). In the tails, log(ndtr(x)) = log(q) with q = min(p, 1 - p) (exact
+// too) from Abramowitz and Stegun's rational guess (26.2.23, error below 5e-4): the logarithm
+// keeps its relative accuracy however small q is. Three steps reach float64's precision.
+std::vector<Value> lower_special_ndtri(Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  Builder& b = ctx.b;
+  Value p = arg_as(ctx, 0, r);
+  Value one = splat(b, 1, p), half = splat(b, 0.5, p);
+  Value log_sqrt_2pi = splat(b, 0.5 * std::log(2 * M_PI), p);
+  auto log_density = [&](Value x) { return b.sub(negate(b, b.mul(b.mul(x, x), half)), log_sqrt_2pi); };
+
+  Value y = b.sub(p, half);
+  Value central_y = b.max(b.min(y, splat(b, 0.4, p)), splat(b, -0.4, p));
+  Value x_mid = b.mul(splat(b, M_SQRT2, p), b.unary("chlo.erf_inv", b.add(central_y, central_y)));
+  for (int step = 0; step < 3; ++step) {
+    Value f = b.sub(b.mul(half, erf(b, b.mul(x_mid, splat(b, M_SQRT1_2, p)))), central_y);
+    x_mid = b.sub(x_mid, b.div(f, op(b, "exponential", log_density(x_mid))));
+  }
+
+  Value q = b.min(p, b.sub(one, p));
+  double tiny = r.compute == DType::F64 ? 1e-300 : 1e-45;
+  Value safe_q = b.max(b.min(q, half), splat(b, tiny, p));  // keeps log finite where q is 0 or out of range
+  Value log_q = op(b, "log", safe_q);
+  Value t = op(b, "sqrt", b.mul(splat(b, -2, p), log_q));
+  auto poly = [&](std::initializer_list<double> coefficients) {  // c0 + c1 t + c2 t^2 + ...
+    Value sum = splat(b, 0, p);
+    std::vector<double> c(coefficients);
+    for (auto it = c.rbegin(); it != c.rend(); ++it) sum = b.add(b.mul(sum, t), splat(b, *it, p));
+    return sum;
+  };
+  Value x = negate(b, b.sub(t, b.div(poly({2.515517, 0.802853, 0.010328}), poly({1, 1.432788, 0.189269, 0.001308}))));
+  for (int step = 0; step < 3; ++step) {
+    Value l = log_ndtr_of(b, x);
+    x = b.sub(x, b.mul(b.sub(l, log_q), op(b, "exponential", b.sub(l, log_density(x)))));
+  }
+  x = b.select(b.compare(p, half, "GT"), negate(b, x), x);
+  Value result = b.select(b.compare(op(b, "abs", y), splat(b, 0.4, p), "LT"), x_mid, x);
+  result = b.select(b.compare(p, splat(b, 0, p), "EQ"), splat(b, -kInf, p), result);
+  result = b.select(b.compare(p, one, "EQ"), splat(b, kInf, p), result);
+  Value outside = op(b, "or", b.compare(p, splat(b, 0, p), "LT"), b.compare(p, one, "GT"));
+  result = b.select(op(b, "or", outside, is_nan(b, p)), splat(b, kNan, p), result);
+  return finish(ctx, r, result);
+}
+
 // special_spherical_bessel_j0(x) = sin(x) / x, by its series near 0 where the quotient loses
 // digits (as PyTorch's kernel does below |x| = 0.5).
 std::vector<Value> lower_special_spherical_bessel_j0(Context& ctx) {
@@ -255,6 +340,10 @@ TPU_LOWERING("special_entr", lower_special_entr);
 TPU_LOWERING("special_xlog1py", lower_special_xlog1py);
 TPU_LOWERING("special_i1e", lower_special_i1e);
 TPU_LOWERING("special_spherical_bessel_j0", lower_special_spherical_bessel_j0);
+TPU_LOWERING("special_zeta", lower_special_zeta);
+TPU_LOWERING("special_erfcx", lower_special_erfcx);
+TPU_LOWERING("special_log_ndtr", lower_special_log_ndtr);
+TPU_LOWERING("special_ndtri", lower_special_ndtri);
 TPU_LOWERING("heaviside", lower_heaviside);
 TPU_LOWERING("angle", lower_angle);
 TPU_LOWERING("frexp", lower_frexp);
