@@ -69,3 +69,28 @@ def test_hurwitz_zeta_matches_cpu_at_its_poles_and_domain_edges(mode, dtype, no_
     q = torch.tensor([0.5, 1.0, 2.0, 3.5, 1.5, -1.0, -2.5, 0.0, float("inf")], dtype=dtype).view(1, -1)
     torch.testing.assert_close(to_cpu(torch.special.zeta(x.to("tpu"), q.to("tpu"))), torch.special.zeta(x, q),
                                equal_nan=True)
+
+
+BESSEL_X = [0.0, -0.0, 1e-20, 1e-5, 0.1, 0.5, 0.99, 1.0, 1.01, 2.0, 5.0, 8.4784, 10.0, 19.0, 20.0, 20.01, 30.0, 50.0,
+            85.0, 700.0, 1e4, -0.5, -3.0, -8.4784, -25.0, -100.0, float("inf"), float("-inf"), float("nan")]
+MODIFIED_BESSEL = [torch.i0, torch.special.i0e, torch.special.i1, torch.special.modified_bessel_i0,
+                   torch.special.modified_bessel_i1, torch.special.modified_bessel_k0, torch.special.modified_bessel_k1,
+                   torch.special.scaled_modified_bessel_k0, torch.special.scaled_modified_bessel_k1]
+
+
+@pytest.mark.parametrize("fn", MODIFIED_BESSEL, ids=lambda fn: fn.__name__)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_modified_bessel_functions_match_cpu(mode, fn, dtype, no_fallback):
+    x = torch.tensor(BESSEL_X, dtype=dtype)
+    if dtype == torch.float32 and "k" in fn.__name__:
+        x = x[x.abs() < 85]  # K of 85 and more is subnormal in float32, which XLA's CPU flushes to 0
+    want = fn(x)
+    for tpu_input in (x.to("tpu"), x[7].to("tpu")):  # one element as well: another XLA program shape
+        got = to_cpu(fn(tpu_input))
+        torch.testing.assert_close(got, want if tpu_input.dim() else want[7], equal_nan=True)
+
+
+def test_i0_in_half_precision_rounds_like_cpu(mode, no_fallback):
+    x = torch.linspace(-12, 12, 97)
+    for dtype in (torch.float16, torch.bfloat16):
+        torch.testing.assert_close(to_cpu(torch.i0(x.to(dtype).to("tpu"))), torch.i0(x.to(dtype)))
