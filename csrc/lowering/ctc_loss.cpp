@@ -25,14 +25,6 @@ using hlo::Builder;
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-// x[..., index[...]] along the last dim, index having x's leading dims (take_along_dim).
-Value take_along_last(Builder& b, Value x, Value index) {
-  const Dims& dims = b.dims(index);
-  int64_t rank = static_cast<int64_t>(dims.size());
-  Builder::GatherDims g{{}, all_dims(rank), all_dims(rank), rank};
-  return b.gather(x, coordinates_along(b, index, rank - 1, rank), g, Dims(rank, 1), dims);
-}
-
 // `x` ([N, L]) moved `by` positions along the last dim, toward higher s (by > 0) or lower s
 // (by < 0), `fill` coming in.
 Value shifted(Builder& b, Value x, int64_t by, double fill = kNegInf) {
@@ -76,7 +68,7 @@ Labels labels(Context& ctx, size_t targets, size_t input_lengths, size_t target_
     Value label_index = b.div(s, b.full(2, positions_type));  // (s - 1) / 2 at odd s, clamped below
     label_index = b.min(label_index, b.full(static_cast<double>(width - 1), positions_type));
     Value odd = b.compare(b.binary("stablehlo.remainder", s, b.full(2, positions_type)), b.full(1, positions_type), "EQ");
-    l.extended = b.select(odd, take_along_last(b, padded, label_index), blanks);
+    l.extended = b.select(odd, take_along(b, padded, 1, label_index), blanks);
   }
   Value before = shifted(b, l.extended, 2, -1);
   l.skip = op(b, "and", op(b, "and", b.compare(s, b.full(2, positions_type), "GE"),
@@ -93,7 +85,7 @@ Labels labels(Context& ctx, size_t targets, size_t input_lengths, size_t target_
 Value label_log_probs(Builder& b, Value log_probs, const Labels& l) {
   Dims dims = b.dims(log_probs);
   Dims ext = b.dims(l.extended);
-  return take_along_last(b, log_probs, b.broadcast_in_dim(l.extended, {dims[0], ext[0], ext[1]}, {1, 2}));
+  return take_along(b, log_probs, 2, b.broadcast_in_dim(l.extended, {dims[0], ext[0], ext[1]}, {1, 2}));
 }
 
 // Row t ([N, L]) of a [T, N, L] value.
@@ -149,13 +141,13 @@ std::vector<Value> lower_ctc_loss(Context& ctx) {
   TensorType index_type{DType::I32, {batch, 1}};
   Value last_step = b.max(b.sub(l.input_length, b.full(1, b.type(l.input_length))), b.zeros(b.type(l.input_length)));
   Value final_row = b.reshape(
-      take_along_last(b, b.transpose(log_alpha, {0, 2, 1}),
-                      b.broadcast_in_dim(b.reshape(last_step, {batch, 1}), {batch, length, 1}, {0, 2})),
+      take_along(b, b.transpose(log_alpha, {0, 2, 1}), 2,
+                 b.broadcast_in_dim(b.reshape(last_step, {batch, 1}), {batch, length, 1}, {0, 2})),
       {batch, length});
   Value end = b.reshape(l.target_twice, {batch, 1});
   Value end_before = b.max(b.sub(end, b.full(1, index_type)), b.zeros(index_type));
-  Value l1 = b.reshape(take_along_last(b, final_row, end), {batch});
-  Value l2 = b.reshape(take_along_last(b, final_row, end_before), {batch});
+  Value l1 = b.reshape(take_along(b, final_row, 1, end), {batch});
+  Value l2 = b.reshape(take_along(b, final_row, 1, end_before), {batch});
   l2 = b.select(b.compare(l.target_twice, b.zeros(b.type(l.target_twice)), "GT"), l2, b.full(kNegInf, b.type(l2)));
   Value nll = negate(b, log_add3(b, l1, l2, b.full(kNegInf, b.type(l1))));
   return {nll, log_alpha};

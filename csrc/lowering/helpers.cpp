@@ -216,6 +216,13 @@ Value gather_along(hlo::Builder& b, Value x, int64_t dim, Value positions) {
   return b.gather(x, b.reshape(positions, {count, 1}), g, slice, result);
 }
 
+Value take_along(hlo::Builder& b, Value x, int64_t dim, Value index) {
+  const Dims& dims = b.dims(index);
+  int64_t rank = static_cast<int64_t>(dims.size());
+  hlo::Builder::GatherDims g{{}, all_dims(rank), all_dims(rank), rank};
+  return b.gather(x, coordinates_along(b, index, dim, rank), g, Dims(rank, 1), dims);
+}
+
 Value scatter_add_along(hlo::Builder& b, Value target, int64_t dim, Value positions, Value updates) {
   int64_t rank = b.rank(target);
   int64_t count = b.dims(positions)[0];

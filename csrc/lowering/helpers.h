@@ -3,6 +3,7 @@
 
 #include <initializer_list>
 #include <optional>
+#include <utility>
 
 #include "lowering/registry.h"
 
@@ -54,6 +55,12 @@ Value expand_back(hlo::Builder& b, Value reduced, const Dims& full, const Dims& 
 // x's slices along `dim` at the given positions (a 1-D integer value): positions[i] becomes
 // index i of the result's `dim`.
 Value gather_along(hlo::Builder& b, Value x, int64_t dim, Value positions);
+// x[..., index[...], ...] along `dim`, index having x's rank (torch.take_along_dim without
+// broadcasting): result element i is x at i with coordinate `dim` replaced by index[i].
+Value take_along(hlo::Builder& b, Value x, int64_t dim, Value index);
+// Values sorted along `dim` (stable, NaN above every number, as PyTorch sorts) with their
+// original int64 positions.
+std::pair<Value, Value> sort_along(hlo::Builder& b, Value x, int64_t dim, bool descending);
 // target with updates' slice i added into its slice positions[i] along `dim` (the gradient of
 // gather_along when target is zeros).
 Value scatter_add_along(hlo::Builder& b, Value target, int64_t dim, Value positions, Value updates);

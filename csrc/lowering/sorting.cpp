@@ -9,19 +9,13 @@
 #include "lowering/helpers.h"
 
 namespace tpu::lowering {
-namespace {
 
-using hlo::Builder;
-using Kind = Arg::Kind;
-
-// Values sorted along `dim` with their original int64 positions; stable. NaN sorts above every
-// number, as in PyTorch.
-std::pair<Value, Value> sort_along(Builder& b, Value x, int64_t dim, bool descending) {
+std::pair<Value, Value> sort_along(hlo::Builder& b, Value x, int64_t dim, bool descending) {
   Value positions = b.iota({DType::I64, b.dims(x)}, dim);
   TensorType scalar{b.dtype(x), {}}, index_scalar{DType::I64, {}};
   bool floating = is_floating(b.dtype(x));
   hlo::RegionRef comparator = b.region(
-      {scalar, scalar, index_scalar, index_scalar}, [&](Builder& r, const std::vector<Value>& a) {
+      {scalar, scalar, index_scalar, index_scalar}, [&](hlo::Builder& r, const std::vector<Value>& a) {
         Value lhs = a[0], rhs = a[1];
         Value before = r.compare(lhs, rhs, descending ? "GT" : "LT");
         if (floating) {
@@ -39,6 +33,11 @@ std::pair<Value, Value> sort_along(Builder& b, Value x, int64_t dim, bool descen
                      {comparator});
   return {sorted[0], sorted[1]};
 }
+
+namespace {
+
+using hlo::Builder;
+using Kind = Arg::Kind;
 
 // sort(self, dim, descending) and sort.stable(self, stable, dim, descending).
 std::vector<Value> lower_sort(Context& ctx) {
