@@ -1,9 +1,11 @@
 #include "aten/op_adapters.h"
 
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/nonzero.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 namespace tpu::aten {
@@ -72,6 +74,26 @@ void ctc_loss_backward_meta(torch::jit::Stack* meta) {
   at::Tensor log_probs = (*meta)[1].toTensor();
   meta->clear();
   meta->emplace_back(at::empty(log_probs.sizes(), log_probs.options()));
+}
+
+// geqrf has no meta function; CPU returns `a` column-major per matrix (LAPACK's layout).
+void geqrf_meta(torch::jit::Stack* meta) {
+  at::Tensor a = (*meta)[0].toTensor();
+  TORCH_CHECK(a.dim() >= 2, "torch.geqrf: input must have at least 2 dimensions.");
+  std::vector<int64_t> sizes = a.sizes().vec(), strides(sizes.size());
+  int64_t m = sizes[sizes.size() - 2], n = sizes.back();
+  strides[sizes.size() - 2] = 1;
+  strides[sizes.size() - 1] = std::max<int64_t>(m, 1);
+  int64_t stride = std::max<int64_t>(m * n, 1);
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 3; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= std::max<int64_t>(sizes[d], 1);
+  }
+  std::vector<int64_t> tau_sizes(sizes.begin(), sizes.end() - 2);
+  tau_sizes.push_back(std::min(m, n));
+  meta->clear();
+  meta->emplace_back(at::empty_strided(sizes, strides, a.options()));
+  meta->emplace_back(at::empty(tau_sizes, a.options()));
 }
 
 void batch_norm_evaluation_results(const c10::FunctionSchema& schema, at::ArrayRef<c10::IValue> args,
@@ -170,6 +192,8 @@ std::vector<OpAdapter> make_table() {
   convolution_backward.run_meta = convolution_backward_meta;
   convolution_backward.over_composite = true;
 
+  add({"aten::geqrf"}, "no meta function", "tests/test_linalg_decompositions.py::test_geqrf_matches_cpu")
+      .run_meta = geqrf_meta;
   add({"aten::_ctc_loss"}, "the Tensor form (lengths as device values) has no meta function",
       "tests/test_ctc_loss.py::test_ctc_loss_matches_cpu")
       .run_meta = ctc_loss_meta;

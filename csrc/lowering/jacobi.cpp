@@ -244,8 +244,16 @@ std::vector<Value> lower_linalg_svd(Context& ctx) {
   int64_t m = dims[dims.size() - 2], n = dims.back(), k = std::min(m, n);
   int64_t batch = product(matrix_batch(dims));
   bool full = ctx.bool_arg(1, true), vectors = ctx.bool_arg(2, true);
-  if (vectors && full && m != n) throw Unsupported("_linalg_svd: full_matrices of a non-square matrix");
-  if (k == 0 || batch == 0) return empty_results(ctx);
+  if (k == 0 || batch == 0) {  // full_matrices' U and Vh are then identities, as LAPACK's
+    std::vector<Value> out = empty_results(ctx);
+    for (size_t i : {size_t{0}, size_t{2}}) {
+      const Dims& d = ctx.outputs[i].dims;
+      if (batch > 0 && d.size() >= 2 && d.back() == d[d.size() - 2] && d.back() > 0) {
+        out[i] = b.reshape(identity_matrices(b, {dtype, {batch, d.back(), d.back()}}), d);
+      }
+    }
+    return out;
+  }
   // Work on the tall one of A and A^T: its columns are the fewer.
   bool transposed = m < n;
   Value x = b.reshape(a, {batch, m, n});
@@ -298,9 +306,17 @@ std::vector<Value> lower_linalg_svd(Context& ctx) {
                               b.div(columns, b.broadcast_in_dim(safe, column_dims, {0, 2})), b.zeros(b.type(columns)));
   Value left = b.slice(columns_in_order(b, normalized, positions), {0, 0, 0}, {batch, rows, k}, {1, 1, 1});
   Value right = b.slice(columns_in_order(b, result[1], positions), {0, 0, 0}, {batch, k, k}, {1, 1, 1});
-  // A = left S right^T, or its transpose when the columns were A^T's.
+  // A = left S right^T (rows x k, k x k), or its transpose when the columns were A^T's. The
+  // rotations keep `right` orthonormal; `left`'s columns are normalized columns, zero where a
+  // singular value is: those (LAPACK completes them) and full_matrices' extra columns come from
+  // the complete Q of left's Householder QR.
+  Value q = complete_q(b, left);
+  Value zero_sigma = b.compare(b.slice(sorted, {0, 0}, {batch, k}, {1, 1}), b.zeros({dtype, {batch, k}}), "EQ");
+  left = b.select(b.broadcast_in_dim(zero_sigma, {batch, rows, k}, {0, 2}),
+                  b.slice(q, {0, 0, 0}, {batch, rows, k}, {1, 1, 1}), left);
+  if (full && rows > k) left = b.concatenate({left, b.slice(q, {0, 0, k}, {batch, rows, rows}, {1, 1, 1})}, 2);
   Value u = transposed ? right : left, vh = swap_last_two(b, transposed ? left : right);
-  return {b.reshape(u, with_batch(matrix_batch(dims), m, k)), s_out, b.reshape(vh, with_batch(matrix_batch(dims), k, n))};
+  return {b.reshape(u, ctx.outputs[0].dims), s_out, b.reshape(vh, ctx.outputs[2].dims)};
 }
 
 }  // namespace

@@ -16,6 +16,10 @@ Value swap_last_two(hlo::Builder& b, Value x);
 // stablehlo.triangular_solve: X with op(A) X = B (left) or X op(A) = B, reading A's lower or
 // upper triangle only.
 Value triangular_solve(hlo::Builder& b, Value a, Value rhs, bool left, bool lower, bool unit, bool transpose);
+// The complete Q [B, m, m] of the Householder QR of u [B, m, k] (k <= m): where u's columns are
+// orthonormal, Q's first k columns are them up to sign; Q's other columns (and those facing a
+// zero column of u) complete them to an orthonormal basis (householder.cpp).
+Value complete_q(hlo::Builder& b, Value u);
 // The identity matrices [..., m, m] of `type`.
 Value identity_matrices(hlo::Builder& b, const TensorType& type);
 

@@ -277,6 +277,48 @@ def _at_least_as_close_as_cpu(key, actual, expected, reference):
             f"differs from CPU and is farther than CPU from the float64 result (by {float((tpu_error - allowed).max()):.3g})"
 
 
+def _column_signs(actual, expected):
+    """+-1 per column (last dim) making `actual`'s columns point as `expected`'s do."""
+    dots = (actual.double() * expected.double()).sum(-2, keepdim=True)
+    return torch.where(dots < 0, -1.0, 1.0).to(actual.dtype)
+
+
+def _eigenvectors_as(result, like):
+    values, vectors = result
+    return type(result)((values, vectors * _column_signs(vectors, like[1])))
+
+
+def _same_span(actual, expected):
+    """Columns completing a basis (full_matrices) are any orthonormal basis of the complement:
+    checked to span CPU's, then taken as CPU's."""
+    if actual.shape[-1]:
+        projector = actual.double() @ actual.double().mT
+        torch.testing.assert_close(projector, expected.double() @ expected.double().mT, atol=1e-4, rtol=0)
+    return expected
+
+
+def _singular_vectors_as(result, like, vh=True):
+    u, s, v = result
+    if u.numel() == 0 or s.numel() == 0:
+        return result
+    k = s.shape[-1]
+    v_columns, like_v_columns = (v.mT, like[2].mT) if vh else (v, like[2])
+    signs = _column_signs(u[..., :k], like[0][..., :k])
+    u = torch.cat([u[..., :k] * signs, _same_span(u[..., k:], like[0][..., k:])], -1)
+    v_columns = torch.cat([v_columns[..., :k] * signs, _same_span(v_columns[..., k:], like_v_columns[..., k:])], -1)
+    return type(result)((u, s, v_columns.mT if vh else v_columns))
+
+
+# Eigenvectors and singular vectors are unique up to sign only (LAPACK's signs are an accident of
+# its algorithm): each vector is turned to point as CPU's does before comparing (for simple
+# eigenvalues and singular values, as every OpInfo sample of these ops has).
+SIGN_FREE_VECTORS = {
+    "linalg.eigh": _eigenvectors_as,
+    "linalg.svd": _singular_vectors_as,
+    "svd": lambda result, like: _singular_vectors_as(result, like, vh=False),
+}
+
+
 def _agrees(key, dtype, sample, actual, expected, tied, in_float64):
     """Raises AssertionError unless tpu's results (on the CPU) agree with CPU's. `tied` checks the
     ops in TIES_IN_ANY_ORDER; `in_float64()` computes the float64 reference that floating results
@@ -294,8 +336,13 @@ def _agrees(key, dtype, sample, actual, expected, tied, in_float64):
 
 
 def _check_forward(op, key, dtype, sample, actual, expected):
-    _agrees(key, dtype, sample, actual, expected, _indices_pick_the_values,
-            lambda: _call(op, sample, _in_float64(sample)))
+    def in_float64():
+        return _call(op, sample, _in_float64(sample))
+    if key in SIGN_FREE_VECTORS:
+        align = SIGN_FREE_VECTORS[key]
+        actual, unaligned = align(actual, expected), in_float64
+        in_float64 = lambda: align(unaligned(), expected)  # noqa: E731
+    _agrees(key, dtype, sample, actual, expected, _indices_pick_the_values, in_float64)
 
 
 def _first_line(error):

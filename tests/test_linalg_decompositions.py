@@ -1,0 +1,128 @@
+"""QR (Householder), eigh and SVD (Jacobi) on the device against CPU, in every mode: shapes tall,
+wide, square, odd and batched, float32 and float64, every mode of qr, full and reduced SVD,
+rank-deficient matrices, and gradients. Eigenvectors and singular vectors are compared up to
+sign (the only freedom they have for simple eigenvalues), everything else directly."""
+import pytest
+import torch
+
+from conftest import to_cpu
+
+
+def matrix(*shape, seed=0, dtype=torch.float64):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def symmetric(*shape, seed=0, dtype=torch.float64):
+    a = matrix(*shape, seed=seed, dtype=dtype)
+    return a + a.mT
+
+
+def signs_to(actual, expected):
+    """Each column of `actual` turned to point as `expected`'s does."""
+    dots = (actual * expected).sum(-2, keepdim=True)
+    return torch.where(dots < 0, -1.0, 1.0).to(actual.dtype)
+
+
+SHAPES = [(4, 4), (6, 3), (3, 6), (2, 5, 4), (2, 3, 7, 7), (1, 1), (5, 1)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("qr_mode", ["reduced", "complete", "r"])
+def test_qr_matches_cpu(mode, shape, qr_mode, no_fallback):
+    a = matrix(*shape)
+    q, r = torch.linalg.qr(a.to("tpu"), mode=qr_mode)
+    want_q, want_r = torch.linalg.qr(a, mode=qr_mode)
+    torch.testing.assert_close(to_cpu(q), want_q)
+    torch.testing.assert_close(to_cpu(r), want_r)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_geqrf_and_householder_product_match_cpu(mode, dtype, no_fallback):
+    a = matrix(3, 6, 4, seed=1, dtype=dtype)
+    reflectors, tau = torch.geqrf(a.to("tpu"))
+    want_reflectors, want_tau = torch.geqrf(a)
+    assert reflectors.stride() == want_reflectors.stride()
+    torch.testing.assert_close(to_cpu(reflectors), want_reflectors)
+    torch.testing.assert_close(to_cpu(tau), want_tau)
+    product = torch.linalg.householder_product(want_reflectors.to("tpu"), want_tau.to("tpu"))
+    torch.testing.assert_close(to_cpu(product), torch.linalg.householder_product(want_reflectors, want_tau))
+
+
+def test_qr_gradients_match_cpu(mode, no_fallback):
+    a = matrix(5, 3, seed=2)
+    grads = []
+    for device in ("cpu", "tpu"):
+        leaf = a.clone().to(device).requires_grad_()
+        q, r = torch.linalg.qr(leaf)
+        (q.sum() + (r * r).sum()).backward()
+        grads.append(to_cpu(leaf.grad))
+    torch.testing.assert_close(grads[1], grads[0])
+
+
+EIGH_SHAPES = [(1, 1), (2, 2), (3, 3), (4, 4), (7, 7), (2, 3, 6, 6), (16, 16)]
+
+
+@pytest.mark.parametrize("shape", EIGH_SHAPES, ids=str)
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh_matches_cpu_up_to_signs(mode, shape, uplo, no_fallback):
+    a = matrix(*shape, seed=3)  # not symmetric: UPLO picks the triangle that counts
+    values, vectors = torch.linalg.eigh(a.to("tpu"), UPLO=uplo)
+    want_values, want_vectors = torch.linalg.eigh(a, UPLO=uplo)
+    values, vectors = to_cpu(values), to_cpu(vectors)
+    torch.testing.assert_close(values, want_values)
+    torch.testing.assert_close(vectors * signs_to(vectors, want_vectors), want_vectors)
+    torch.testing.assert_close(torch.linalg.eigvalsh(a.to("tpu"), UPLO=uplo).cpu(), want_values)
+
+
+def test_eigh_in_float32_and_its_gradient_match_cpu(mode, no_fallback):
+    a = symmetric(2, 8, 8, seed=4, dtype=torch.float32)
+    values = torch.linalg.eigvalsh(a.to("tpu"))
+    torch.testing.assert_close(to_cpu(values), torch.linalg.eigvalsh(a), atol=1e-5, rtol=1e-5)
+    grads = []
+    for device in ("cpu", "tpu"):
+        leaf = symmetric(6, 6, seed=5).to(device).requires_grad_()
+        w, v = torch.linalg.eigh(leaf)
+        (w.square().sum() + (v * v).pow(2).sum()).backward()  # invariant under the vectors' signs
+        grads.append(to_cpu(leaf.grad))
+    torch.testing.assert_close(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("full_matrices", [False, True])
+def test_svd_matches_cpu_up_to_signs(mode, shape, full_matrices, no_fallback):
+    a = matrix(*shape, seed=6)
+    u, s, vh = (to_cpu(t) for t in torch.linalg.svd(a.to("tpu"), full_matrices=full_matrices))
+    want_u, want_s, want_vh = torch.linalg.svd(a, full_matrices=full_matrices)
+    k = s.shape[-1]
+    assert u.shape == want_u.shape and vh.shape == want_vh.shape
+    torch.testing.assert_close(s, want_s)
+    signs = signs_to(u[..., :k], want_u[..., :k])
+    torch.testing.assert_close(u[..., :k] * signs, want_u[..., :k])
+    torch.testing.assert_close(vh[..., :k, :] * signs.mT, want_vh[..., :k, :])
+    eye = torch.eye(u.shape[-1], dtype=u.dtype)
+    torch.testing.assert_close(u.mT @ u, eye.expand_as(u.mT @ u))  # completion columns orthonormal too
+    torch.testing.assert_close(vh @ vh.mT, torch.eye(vh.shape[-2], dtype=u.dtype).expand_as(vh @ vh.mT))
+
+
+def test_rank_deficient_svd_keeps_orthonormal_vectors(mode, no_fallback):
+    a = matrix(6, 4, seed=7)
+    a[:, 3] = a[:, 0] - a[:, 1]  # rank 3
+    a[:, 2] = 0
+    u, s, vh = (to_cpu(t) for t in torch.linalg.svd(a.to("tpu"), full_matrices=False))
+    torch.testing.assert_close(s, torch.linalg.svdvals(a))
+    torch.testing.assert_close(u.mT @ u, torch.eye(4, dtype=a.dtype))
+    torch.testing.assert_close(u @ torch.diag(s) @ vh, a)
+    for fn in (torch.linalg.pinv, torch.linalg.matrix_rank, lambda x: torch.linalg.matrix_norm(x, ord="nuc")):
+        torch.testing.assert_close(to_cpu(fn(a.to("tpu"))), fn(a))
+
+
+def test_svd_in_float32_and_singular_value_gradients_match_cpu(mode, no_fallback):
+    a = matrix(3, 7, 5, seed=8, dtype=torch.float32)
+    torch.testing.assert_close(to_cpu(torch.linalg.svdvals(a.to("tpu"))), torch.linalg.svdvals(a))
+    grads = []
+    for device in ("cpu", "tpu"):
+        leaf = matrix(4, 6, seed=9).to(device).requires_grad_()
+        torch.linalg.svdvals(leaf).pow(3).sum().backward()
+        grads.append(to_cpu(leaf.grad))
+    torch.testing.assert_close(grads[1], grads[0])
+    torch.testing.assert_close(to_cpu(torch.linalg.cond(a.to("tpu"))), torch.linalg.cond(a))
