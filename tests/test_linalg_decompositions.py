@@ -126,3 +126,32 @@ def test_svd_in_float32_and_singular_value_gradients_match_cpu(mode, no_fallback
         grads.append(to_cpu(leaf.grad))
     torch.testing.assert_close(grads[1], grads[0])
     torch.testing.assert_close(to_cpu(torch.linalg.cond(a.to("tpu"))), torch.linalg.cond(a))
+
+
+@pytest.mark.parametrize("scale", [0.0, 0.5, 3.0, 30.0])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_matrix_exp_matches_cpu_across_norms(mode, scale, dtype, no_fallback):
+    a = matrix(3, 5, 5, seed=10, dtype=dtype) * scale
+    exact = torch.matrix_exp(a.double())
+    got = to_cpu(torch.matrix_exp(a.to("tpu"))).double()
+    # Errors relative to the largest entry (entries far below it carry the squarings' rounding),
+    # no larger than CPU's own or the dtype's precision (float32 at norm 30: CPU 4.4e-6, tpu 1.1e-6).
+    largest = exact.abs().amax((-2, -1), keepdim=True)
+    cpu_error = ((torch.matrix_exp(a).double() - exact) / largest).abs().max().item()
+    tpu_error = ((got - exact) / largest).abs().max().item()
+    assert tpu_error <= max(cpu_error, 2e-6 if dtype == torch.float32 else 1e-13)
+
+
+def test_matrix_exp_gradient_and_orthogonal_parametrization_match_cpu(mode, no_fallback):
+    a = matrix(4, 4, seed=11)
+    grads = []
+    for device in ("cpu", "tpu"):
+        leaf = a.clone().to(device).requires_grad_()
+        torch.matrix_exp(leaf).square().sum().backward()
+        grads.append(to_cpu(leaf.grad))
+    torch.testing.assert_close(grads[1], grads[0])
+    torch.manual_seed(0)
+    layer = torch.nn.utils.parametrizations.orthogonal(torch.nn.Linear(6, 6).double(), orthogonal_map="matrix_exp")
+    moved = torch.nn.utils.parametrizations.orthogonal(torch.nn.Linear(6, 6).double(), orthogonal_map="matrix_exp")
+    moved.load_state_dict(layer.state_dict())
+    torch.testing.assert_close(to_cpu(moved.to("tpu").weight), layer.weight)
