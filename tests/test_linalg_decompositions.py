@@ -155,3 +155,44 @@ def test_matrix_exp_gradient_and_orthogonal_parametrization_match_cpu(mode, no_f
     moved = torch.nn.utils.parametrizations.orthogonal(torch.nn.Linear(6, 6).double(), orthogonal_map="matrix_exp")
     moved.load_state_dict(layer.state_dict())
     torch.testing.assert_close(to_cpu(moved.to("tpu").weight), layer.weight)
+
+
+LSTSQ_CASES = {
+    "tall": ((6, 3), (6, 2)),
+    "wide_min_norm": ((3, 6), (3, 2)),
+    "batched_broadcast": ((1, 5, 3), (2, 5, 4)),
+    "vector": ((2, 5, 3), (2, 5)),
+    "square": ((4, 4), (4, 1)),
+}
+
+
+@pytest.mark.parametrize("case", list(LSTSQ_CASES))
+def test_lstsq_matches_cpu(mode, case, no_fallback):
+    a_shape, b_shape = LSTSQ_CASES[case]
+    a, rhs = matrix(*a_shape, seed=12), matrix(*b_shape, seed=13)
+    got = torch.linalg.lstsq(a.to("tpu"), rhs.to("tpu"))
+    want = torch.linalg.lstsq(a, rhs)
+    torch.testing.assert_close(to_cpu(got.solution), want.solution)
+    torch.testing.assert_close(to_cpu(got.rank), want.rank)
+    assert got.residuals.shape == want.residuals.shape and got.singular_values.shape == want.singular_values.shape
+
+
+def test_lstsq_of_a_rank_deficient_matrix_and_its_gradient_match_cpu(mode, no_fallback):
+    a, rhs = matrix(6, 4, seed=14), matrix(6, 2, seed=15)
+    a[:, 3] = a[:, 0] + a[:, 1]  # rank 3: the minimum-norm solution
+    got, want = torch.linalg.lstsq(a.to("tpu"), rhs.to("tpu")), torch.linalg.lstsq(a, rhs)
+    torch.testing.assert_close(to_cpu(got.solution), want.solution)
+    assert int(got.rank) == int(want.rank) == 3
+    grads = []
+    for device in ("cpu", "tpu"):
+        leaf = matrix(5, 3, seed=16).to(device).requires_grad_()
+        torch.linalg.lstsq(leaf, rhs[:5].to(device)).solution.square().sum().backward()
+        grads.append(to_cpu(leaf.grad))
+    torch.testing.assert_close(grads[1], grads[0])
+
+
+def test_lstsq_with_another_driver_gives_cpus_results(mode):
+    a, rhs = matrix(6, 3, seed=17), matrix(6, 2, seed=18)
+    got, want = torch.linalg.lstsq(a.to("tpu"), rhs.to("tpu"), driver="gelsd"), torch.linalg.lstsq(a, rhs, driver="gelsd")
+    for name in ("solution", "residuals", "rank", "singular_values"):
+        torch.testing.assert_close(to_cpu(getattr(got, name)), getattr(want, name))

@@ -1,5 +1,6 @@
 #include "aten/op_adapters.h"
 
+#include <ATen/ExpandUtils.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/nonzero.h>
@@ -94,6 +95,51 @@ void geqrf_meta(torch::jit::Stack* meta) {
   meta->clear();
   meta->emplace_back(at::empty_strided(sizes, strides, a.options()));
   meta->emplace_back(at::empty(tau_sizes, a.options()));
+}
+
+// linalg_lstsq has no meta function. With CPU's default driver (gelsy) every result's size is
+// known from the arguments': the solution [..., n, k] (column-major in an [..., max(m, n), k]
+// buffer, as CPU's), the rank per matrix of A, empty residuals and singular values. Other drivers,
+// and arguments CPU would reject, take the CPU, which raises what it raises.
+void lstsq_meta(torch::jit::Stack* meta) {
+  at::Tensor a = (*meta)[0].toTensor(), b = (*meta)[1].toTensor();
+  const c10::IValue& driver = (*meta)[3];
+  auto decline = [] { throw c10::NotImplementedError({__func__, __FILE__, __LINE__}, "linalg_lstsq: the CPU decides"); };
+  if (a.dim() < 2 || b.dim() < 1 || a.scalar_type() != b.scalar_type() || !at::isFloatingType(a.scalar_type()) ||
+      (driver.isString() && driver.toStringRef() != "gelsy")) {
+    decline();
+  }
+  int64_t m = a.size(-2), n = a.size(-1);
+  std::vector<int64_t> a_batch(a.sizes().begin(), a.sizes().end() - 2);
+  bool vector = b.dim() == 1 || (b.dim() == a.dim() - 1 && b.sizes().slice(0, b.dim() - 1).equals(a_batch));
+  if (b.size(vector ? -1 : -2) != m) decline();
+  std::vector<int64_t> b_batch(b.sizes().begin(), b.sizes().end() - (vector ? 1 : 2));
+  std::vector<int64_t> batch;
+  try {
+    batch = at::infer_size(a_batch, b_batch);
+  } catch (const c10::Error&) {
+    decline();
+  }
+  int64_t rows = std::max(m, n), columns = vector ? 1 : b.size(-1);
+  std::vector<int64_t> sizes = batch, strides(batch.size() + (vector ? 1 : 2));
+  sizes.push_back(n);
+  if (!vector) sizes.push_back(columns);
+  int64_t stride = rows * columns;
+  if (vector) {
+    strides.back() = 1;
+  } else {
+    strides[strides.size() - 2] = 1;
+    strides.back() = rows;
+  }
+  for (int64_t d = static_cast<int64_t>(batch.size()) - 1; d >= 0; --d) {
+    strides[d] = std::max<int64_t>(stride, 1);
+    stride *= std::max<int64_t>(batch[d], 1);
+  }
+  meta->clear();
+  meta->emplace_back(at::empty_strided(sizes, strides, a.options()));
+  meta->emplace_back(at::empty({0}, a.options()));
+  meta->emplace_back(at::empty(a_batch, a.options().dtype(at::kLong)));
+  meta->emplace_back(at::empty({0}, a.options()));
 }
 
 void batch_norm_evaluation_results(const c10::FunctionSchema& schema, at::ArrayRef<c10::IValue> args,
@@ -192,8 +238,12 @@ std::vector<OpAdapter> make_table() {
   convolution_backward.run_meta = convolution_backward_meta;
   convolution_backward.over_composite = true;
 
-  add({"aten::geqrf"}, "no meta function", "tests/test_linalg_decompositions.py::test_geqrf_matches_cpu")
+  add({"aten::geqrf"}, "PyTorch has no meta function for geqrf",
+      "tests/test_linalg_decompositions.py::test_geqrf_and_householder_product_match_cpu")
       .run_meta = geqrf_meta;
+  add({"aten::linalg_lstsq"}, "no meta function (the gelsy driver's result sizes are the arguments')",
+      "tests/test_linalg_decompositions.py::test_lstsq_matches_cpu")
+      .run_meta = lstsq_meta;
   add({"aten::_ctc_loss"}, "the Tensor form (lengths as device values) has no meta function",
       "tests/test_ctc_loss.py::test_ctc_loss_matches_cpu")
       .run_meta = ctc_loss_meta;

@@ -95,14 +95,23 @@ Value step_of(Builder& b, Value x, Value t) {
   return b.reshape(b.dynamic_slice(x, {t, zero, zero}, {1, dims[1], dims[2]}), {dims[1], dims[2]});
 }
 
+// Argument i, the [T, N, C] log-probabilities of a Tensor form, in float32 or float64 (CPU's).
+Value log_probs_of(Context& ctx, size_t i) {
+  if (ctx.overload != "Tensor") throw Unsupported(ctx.op + ": the int[] form is brought to the Tensor one first");
+  Value log_probs = ctx.tensor(i);
+  DType dtype = ctx.b.dtype(log_probs);
+  if (dtype != DType::F32 && dtype != DType::F64) throw Unsupported(ctx.op + ": float32 and float64 only");
+  if (ctx.b.rank(log_probs) != 3 || ctx.b.dims(ctx.tensor(i + 1)).size() != 2 || ctx.b.dims(log_probs)[0] == 0) {
+    throw Unsupported(ctx.op + ": [T > 0, N, C] and [N, S]");
+  }
+  return log_probs;
+}
+
 std::vector<Value> lower_ctc_loss(Context& ctx) {
-  if (ctx.overload != "Tensor") throw Unsupported("_ctc_loss: the int[] form is brought to the Tensor one first");
   Builder& b = ctx.b;
-  Value log_probs = ctx.tensor(0);
+  Value log_probs = log_probs_of(ctx, 0);
   DType dtype = b.dtype(log_probs);
-  if (dtype != DType::F32 && dtype != DType::F64) throw Unsupported("_ctc_loss: float32 and float64 only");
   Dims dims = b.dims(log_probs);
-  if (dims.size() != 3 || b.dims(ctx.tensor(1)).size() != 2) throw Unsupported("_ctc_loss: [T, N, C] and [N, S]");
   int64_t steps = dims[0], batch = dims[1];
   // zero_infinity concerns the gradient only: ctc_loss, which calls this, zeroes infinite losses.
   Labels l = labels(ctx, 1, 2, 3, ctx.int_arg(4, 0), batch);
@@ -154,11 +163,9 @@ std::vector<Value> lower_ctc_loss(Context& ctx) {
 }
 
 std::vector<Value> lower_ctc_loss_backward(Context& ctx) {
-  if (ctx.overload != "Tensor") throw Unsupported("_ctc_loss_backward: the int[] form is brought to the Tensor one first");
   Builder& b = ctx.b;
-  Value log_probs = ctx.tensor(1);
+  Value log_probs = log_probs_of(ctx, 1);
   DType dtype = b.dtype(log_probs);
-  if (dtype != DType::F32 && dtype != DType::F64) throw Unsupported("_ctc_loss_backward: float32 and float64 only");
   Dims dims = b.dims(log_probs);
   int64_t steps = dims[0], batch = dims[1], classes = dims[2];
   Labels l = labels(ctx, 2, 3, 4, ctx.int_arg(7, 0), batch);

@@ -176,12 +176,28 @@ std::vector<Value> empty_results(Context& ctx) {
   return out;
 }
 
-std::vector<Value> lower_linalg_eigh(Context& ctx) {
-  Builder& b = ctx.b;
+// The matrix operand: its dtype, its dims [..., m, n] and how many matrices it holds.
+struct Operand {
+  Value a;
+  DType dtype;
+  Dims dims;
+  int64_t batch;
+};
+
+Operand matrix_operand(Context& ctx) {
   Value a = ctx.tensor(0);
   DType dtype = real_matrix_dtype(ctx, a);
-  Dims dims = b.dims(a);
-  int64_t n = dims.back(), batch = product(matrix_batch(dims));
+  Dims dims = ctx.b.dims(a);
+  return {a, dtype, dims, product(matrix_batch(dims))};
+}
+
+std::vector<Value> lower_linalg_eigh(Context& ctx) {
+  Builder& b = ctx.b;
+  const Operand operand = matrix_operand(ctx);
+  const DType dtype = operand.dtype;  // a plain variable: the lambdas below capture it
+  const Dims& dims = operand.dims;
+  int64_t n = dims.back(), batch = operand.batch;
+  Value a = operand.a;
   if (n == 0 || batch == 0) return empty_results(ctx);
   bool lower = ctx.arg(1).is_none() || ctx.arg(1).s != "U";
   bool vectors = ctx.bool_arg(2, true);
@@ -236,27 +252,14 @@ std::vector<Value> lower_linalg_eigh(Context& ctx) {
   return out;
 }
 
-std::vector<Value> lower_linalg_svd(Context& ctx) {
-  Builder& b = ctx.b;
-  Value a = ctx.tensor(0);
-  DType dtype = real_matrix_dtype(ctx, a);
-  Dims dims = b.dims(a);
-  int64_t m = dims[dims.size() - 2], n = dims.back(), k = std::min(m, n);
-  int64_t batch = product(matrix_batch(dims));
-  bool full = ctx.bool_arg(1, true), vectors = ctx.bool_arg(2, true);
-  if (k == 0 || batch == 0) {  // full_matrices' U and Vh are then identities, as LAPACK's
-    std::vector<Value> out = empty_results(ctx);
-    for (size_t i : {size_t{0}, size_t{2}}) {
-      const Dims& d = ctx.outputs[i].dims;
-      if (batch > 0 && d.size() >= 2 && d.back() == d[d.size() - 2] && d.back() > 0) {
-        out[i] = b.reshape(identity_matrices(b, {dtype, {batch, d.back(), d.back()}}), d);
-      }
-    }
-    return out;
-  }
-  // Work on the tall one of A and A^T: its columns are the fewer.
+}  // namespace
+
+// One-sided Jacobi on the tall one of x and x^T (its columns are the fewer).
+Svd singular_value_decomposition(Builder& b, Value x, bool vectors, bool full) {
+  const Dims dims = b.dims(x);
+  const DType dtype = b.dtype(x);  // a plain variable: the lambdas below capture it
+  int64_t batch = dims[0], m = dims[1], n = dims[2], k = std::min(m, n);
   bool transposed = m < n;
-  Value x = b.reshape(a, {batch, m, n});
   if (transposed) x = b.transpose(x, {0, 2, 1});
   int64_t rows = std::max(m, n), even = k + k % 2;
   x = padded(b, x, rows, even);
@@ -294,11 +297,9 @@ std::vector<Value> lower_linalg_svd(Context& ctx) {
     order_key = b.select(dummy_columns(b, result[1], k), b.full(-1, b.type(sigma)), sigma);
   }
   auto [sorted_key, positions] = sort_along(b, order_key, 1, true);
-  Value sorted = take_along(b, sigma, 1, b.convert(positions, DType::I32));
-  Dims s_dims(dims.begin(), dims.end() - 2);
-  s_dims.push_back(k);
-  Value s_out = b.reshape(b.slice(sorted, {0, 0}, {batch, k}, {1, 1}), s_dims);
-  if (!vectors) return {b.zeros(ctx.out_type(0)), s_out, b.zeros(ctx.out_type(2))};
+  Svd svd;
+  svd.s = b.slice(take_along(b, sigma, 1, b.convert(positions, DType::I32)), {0, 0}, {batch, k}, {1, 1});
+  if (!vectors) return svd;
   const Dims& column_dims = b.dims(columns);
   Value nonzero = b.compare(sigma, b.zeros(b.type(sigma)), "GT");
   Value safe = b.select(nonzero, sigma, b.full(1, b.type(sigma)));
@@ -306,17 +307,42 @@ std::vector<Value> lower_linalg_svd(Context& ctx) {
                               b.div(columns, b.broadcast_in_dim(safe, column_dims, {0, 2})), b.zeros(b.type(columns)));
   Value left = b.slice(columns_in_order(b, normalized, positions), {0, 0, 0}, {batch, rows, k}, {1, 1, 1});
   Value right = b.slice(columns_in_order(b, result[1], positions), {0, 0, 0}, {batch, k, k}, {1, 1, 1});
-  // A = left S right^T (rows x k, k x k), or its transpose when the columns were A^T's. The
+  // x = left S right^T (rows x k, k x k), or its transpose when the columns were x^T's. The
   // rotations keep `right` orthonormal; `left`'s columns are normalized columns, zero where a
   // singular value is: those (LAPACK completes them) and full_matrices' extra columns come from
   // the complete Q of left's Householder QR.
   Value q = complete_q(b, left);
-  Value zero_sigma = b.compare(b.slice(sorted, {0, 0}, {batch, k}, {1, 1}), b.zeros({dtype, {batch, k}}), "EQ");
+  Value zero_sigma = b.compare(svd.s, b.zeros({dtype, {batch, k}}), "EQ");
   left = b.select(b.broadcast_in_dim(zero_sigma, {batch, rows, k}, {0, 2}),
                   b.slice(q, {0, 0, 0}, {batch, rows, k}, {1, 1, 1}), left);
   if (full && rows > k) left = b.concatenate({left, b.slice(q, {0, 0, k}, {batch, rows, rows}, {1, 1, 1})}, 2);
-  Value u = transposed ? right : left, vh = swap_last_two(b, transposed ? left : right);
-  return {b.reshape(u, ctx.outputs[0].dims), s_out, b.reshape(vh, ctx.outputs[2].dims)};
+  svd.u = transposed ? right : left;
+  svd.v = transposed ? left : right;
+  return svd;
+}
+
+namespace {
+
+std::vector<Value> lower_linalg_svd(Context& ctx) {
+  Builder& b = ctx.b;
+  const Operand operand = matrix_operand(ctx);
+  const Dims& dims = operand.dims;
+  int64_t m = dims[dims.size() - 2], n = dims.back(), k = std::min(m, n), batch = operand.batch;
+  bool full = ctx.bool_arg(1, true), vectors = ctx.bool_arg(2, true);
+  if (k == 0 || batch == 0) {  // full_matrices' U and Vh are then identities, as LAPACK's
+    std::vector<Value> out = empty_results(ctx);
+    for (size_t i : {size_t{0}, size_t{2}}) {
+      const Dims& d = ctx.outputs[i].dims;
+      if (batch > 0 && d.size() >= 2 && d.back() == d[d.size() - 2] && d.back() > 0) {
+        out[i] = b.reshape(identity_matrices(b, {operand.dtype, {batch, d.back(), d.back()}}), d);
+      }
+    }
+    return out;
+  }
+  Svd svd = singular_value_decomposition(b, b.reshape(operand.a, {batch, m, n}), vectors, full);
+  Value s_out = b.reshape(svd.s, ctx.outputs[1].dims);
+  if (!vectors) return {b.zeros(ctx.out_type(0)), s_out, b.zeros(ctx.out_type(2))};
+  return {b.reshape(svd.u, ctx.outputs[0].dims), s_out, b.reshape(swap_last_two(b, svd.v), ctx.outputs[2].dims)};
 }
 
 }  // namespace

@@ -20,6 +20,13 @@ Value triangular_solve(hlo::Builder& b, Value a, Value rhs, bool left, bool lowe
 // orthonormal, Q's first k columns are them up to sign; Q's other columns (and those facing a
 // zero column of u) complete them to an orthonormal basis (householder.cpp).
 Value complete_q(hlo::Builder& b, Value u);
+// x [B, m, n] = u diag(s) v^T with s [B, k] descending, k = min(m, n); u [B, m, k] and v [B, n, k]
+// orthonormal (m or n columns, the basis completed, where `full`), unset unless `vectors`
+// (jacobi.cpp).
+struct Svd {
+  Value u, s, v;
+};
+Svd singular_value_decomposition(hlo::Builder& b, Value x, bool vectors, bool full);
 // The identity matrices [..., m, m] of `type`.
 Value identity_matrices(hlo::Builder& b, const TensorType& type);
 
