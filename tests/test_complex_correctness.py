@@ -125,3 +125,14 @@ def test_compiled_rotary_training_step_is_replayed(no_fallback):
     # The forward and backward graphs are recorded once each, then replayed on every other call.
     assert metrics["compiled_graph_calls"] == 8
     assert metrics["graph_replays"] == 6
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_complex_and_polar_build_complex_tensors_on_the_device(mode, dtype, no_fallback):
+    g = torch.Generator().manual_seed(6)
+    first, second = torch.randn(4, 3, generator=g, dtype=dtype), torch.randn(3, generator=g, dtype=dtype)
+    for fn in (torch.complex, lambda a, b: torch.polar(a.abs(), b)):
+        want = fn(first, second)
+        got = fn(first.to("tpu"), second.to("tpu"))
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(to_cpu(got), want)

@@ -196,3 +196,10 @@ def test_lstsq_with_another_driver_gives_cpus_results(mode):
     got, want = torch.linalg.lstsq(a.to("tpu"), rhs.to("tpu"), driver="gelsd"), torch.linalg.lstsq(a, rhs, driver="gelsd")
     for name in ("solution", "residuals", "rank", "singular_values"):
         torch.testing.assert_close(to_cpu(getattr(got, name)), getattr(want, name))
+
+
+def test_empty_operands_need_no_cpu(mode, no_fallback):
+    empty = torch.zeros(0, 0, dtype=torch.float64)
+    torch.testing.assert_close(to_cpu(torch.cholesky_inverse(empty.to("tpu"))), torch.cholesky_inverse(empty))
+    x, index = torch.arange(5.0), torch.zeros(2, 0, dtype=torch.int64)
+    torch.testing.assert_close(to_cpu(torch.gather(x.to("tpu"), 0, index.to("tpu"))), torch.gather(x, 0, index))

@@ -94,3 +94,18 @@ def test_i0_in_half_precision_rounds_like_cpu(mode, no_fallback):
     x = torch.linspace(-12, 12, 97)
     for dtype in (torch.float16, torch.bfloat16):
         torch.testing.assert_close(to_cpu(torch.i0(x.to(dtype).to("tpu"))), torch.i0(x.to(dtype)))
+
+
+@pytest.mark.parametrize("fn", [torch.special.erfcx, torch.special.ndtri, torch.special.modified_bessel_k0,
+                                torch.special.modified_bessel_i1, lambda x: torch.special.zeta(x, x),
+                                lambda x: torch.special.legendre_polynomial_p(x, 3)],
+                         ids=["erfcx", "ndtri", "modified_bessel_k0", "modified_bessel_i1", "zeta", "legendre"])
+def test_half_precision_is_refused_where_cpu_refuses_it(mode, fn):
+    x = torch.tensor([0.25, 0.5], dtype=torch.float16)
+    with pytest.raises(NotImplementedError) as cpu_error:
+        fn(x)
+    with pytest.raises(NotImplementedError) as tpu_error:
+        fn(x.to("tpu"))
+        torch.tpu.synchronize()
+    assert str(tpu_error.value).split(" not implemented")[0].replace("_tpu", "_cpu") == \
+        str(cpu_error.value).split(" not implemented")[0]

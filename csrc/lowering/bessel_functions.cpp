@@ -142,23 +142,25 @@ Value modified_k(Builder& b, Value x, int nu, bool scaled) {
   return b.select(is_nan(b, x), x, value);
 }
 
-template <int nu, bool scaled>
+// i0, i0e and i1 take float16 and bfloat16 on CPU (computing in float32); the modified_bessel_*
+// functions do not.
+template <int nu, bool scaled, bool half_precision = false>
 std::vector<Value> lower_modified_i(Context& ctx) {
-  ElementwiseResult r = float_result_of(ctx);
+  ElementwiseResult r = half_precision ? float_result_of(ctx) : single_or_double_result_of(ctx);
   return finish(ctx, r, modified_i(ctx.b, arg_as(ctx, 0, r), nu, scaled));
 }
 
 template <int nu, bool scaled>
 std::vector<Value> lower_modified_k(Context& ctx) {
-  ElementwiseResult r = float_result_of(ctx);
+  ElementwiseResult r = single_or_double_result_of(ctx);
   return finish(ctx, r, modified_k(ctx.b, arg_as(ctx, 0, r), nu, scaled));
 }
 
 }  // namespace
 
-TPU_LOWERING("i0", (lower_modified_i<0, false>));
-TPU_LOWERING("special_i0e", (lower_modified_i<0, true>));
-TPU_LOWERING("special_i1", (lower_modified_i<1, false>));
+TPU_LOWERING("i0", (lower_modified_i<0, false, true>));
+TPU_LOWERING("special_i0e", (lower_modified_i<0, true, true>));
+TPU_LOWERING("special_i1", (lower_modified_i<1, false, true>));
 TPU_LOWERING("special_modified_bessel_i0", (lower_modified_i<0, false>));
 TPU_LOWERING("special_modified_bessel_i1", (lower_modified_i<1, false>));
 TPU_LOWERING("special_modified_bessel_k0", (lower_modified_k<0, false>));

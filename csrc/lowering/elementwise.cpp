@@ -35,6 +35,12 @@ ElementwiseResult float_result_of(const Context& ctx) {
   return r;
 }
 
+ElementwiseResult single_or_double_result_of(const Context& ctx) {
+  ElementwiseResult r = float_result_of(ctx);
+  if (r.dtype != DType::F32 && r.dtype != DType::F64) throw Unsupported(ctx.op + ": CPU computes float32 and float64 only");
+  return r;
+}
+
 Value arg_as(Context& ctx, size_t i, const ElementwiseResult& r) {
   return cast_to(ctx.b, ctx.b.convert(ctx.tensor(i), r.dtype), r.compute, r.dims);
 }

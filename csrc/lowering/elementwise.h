@@ -18,6 +18,9 @@ struct ElementwiseResult {
 };
 ElementwiseResult result_of(const Context& ctx);        // Unsupported for complex results or operands
 ElementwiseResult float_result_of(const Context& ctx);  // ... and for non-floating ones
+// ... and for float16 / bfloat16, for ops whose CPU kernels take float32 and float64 only (the
+// CPU fallback then raises CPU's error).
+ElementwiseResult single_or_double_result_of(const Context& ctx);
 // For ops whose complex form is the same StableHLO op on complex operands (add, sub, mul, neg):
 // a complex result computes in its own dtype, every operand converted to it (a real x becomes
 // (x, 0)); a real result is result_of's.

@@ -413,6 +413,25 @@ std::vector<Value> lower_lerp(Context& ctx) {
 }
 TPU_LOWERING("lerp", lower_lerp);
 
+// complex(real, imag) and polar(abs, angle): a complex result from its two real parts.
+std::vector<Value> complex_from_parts(Context& ctx, bool polar) {
+  Builder& b = ctx.b;
+  const Output& out = ctx.outputs.at(0);
+  if (!is_complex(out.dtype)) throw Unsupported(ctx.op + " with a real result");
+  DType part = complex_part_dtype(out.dtype);
+  Value first = operand_as(ctx, 0, part, out.dims), second = operand_as(ctx, 1, part, out.dims);
+  Value real = first, imag = second;
+  if (polar) {  // abs (cos angle, sin angle), as CPU computes it
+    real = b.mul(first, op(b, "cosine", second));
+    imag = b.mul(first, op(b, "sine", second));
+  }
+  return {b.op1("stablehlo.complex", {real, imag}, TensorType{out.dtype, out.dims})};
+}
+
+std::vector<Value> lower_complex(Context& ctx) { return complex_from_parts(ctx, false); }
+std::vector<Value> lower_polar(Context& ctx) { return complex_from_parts(ctx, true); }
+TPU_LOWERING("complex", lower_complex);
+TPU_LOWERING("polar", lower_polar);
 
 }  // namespace
 }  // namespace tpu::lowering

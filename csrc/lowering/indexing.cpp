@@ -63,10 +63,11 @@ std::vector<Value> lower_gather(Context& ctx) {
   Value x = at_least_1d(b, ctx.tensor(0));
   Value index = at_least_1d(b, ctx.tensor(2));
   int64_t rank = b.rank(x);
+  // An empty index gathers nothing, whatever its rank (CPU's meta function allows it).
+  if (numel(b.dims(index)) == 0) return {b.zeros(ctx.out_type()), b.constant(0, DType::Bool)};
   if (b.rank(index) != rank) throw Unsupported(ctx.op + ": index rank differs from self");
   int64_t dim = wrap_dim(ctx.int_arg(1, 0), rank);
   Value bad = any_outside(b, index, 0, b.dims(x)[dim]);
-  if (numel(b.dims(index)) == 0) return {b.zeros(ctx.out_type()), bad};
   Builder::GatherDims g{{}, all_dims(rank), all_dims(rank), rank};
   Value points = coordinates_along(b, index, dim, rank);
   return {as_output(ctx, b.gather(x, points, g, Dims(rank, 1), b.dims(index))), bad};

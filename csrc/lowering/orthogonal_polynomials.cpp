@@ -125,8 +125,7 @@ template <Kind kind, bool shifted = false, int64_t trig_above = -1>
 std::vector<Value> lower_polynomial(Context& ctx) {
   const Polynomial poly{kind, shifted, trig_above};
   Builder& b = ctx.b;
-  ElementwiseResult r = float_result_of(ctx);
-  if (r.compute != r.dtype) throw Unsupported(ctx.op + ": CPU computes float32 and float64 only");
+  ElementwiseResult r = single_or_double_result_of(ctx);
   Value x = arg_as(ctx, 0, r), n_value = arg_as(ctx, 1, r);
   Value one = splat(b, 1, x), zero = splat(b, 0, x);
   // The degree as an integer; nan, infinities and values past int64 count as -1.

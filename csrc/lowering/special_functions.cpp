@@ -172,7 +172,7 @@ std::vector<Value> lower_special_i1e(Context& ctx) {
 
 // Hurwitz zeta(x, q) = sum over k >= 0 of (k + q)^-x, CHLO's (with CPU's poles and domain).
 std::vector<Value> lower_special_zeta(Context& ctx) {
-  ElementwiseResult r = float_result_of(ctx);
+  ElementwiseResult r = single_or_double_result_of(ctx);
   Builder& b = ctx.b;
   Value x = arg_as(ctx, 0, r), q = arg_as(ctx, 1, r);
   Value one = splat(b, 1, x), zero = splat(b, 0, x), inf = splat(b, kInf, x), nan = splat(b, kNan, x);
@@ -191,7 +191,7 @@ std::vector<Value> lower_special_zeta(Context& ctx) {
 }
 
 std::vector<Value> lower_special_erfcx(Context& ctx) {
-  ElementwiseResult r = float_result_of(ctx);
+  ElementwiseResult r = single_or_double_result_of(ctx);
   return finish(ctx, r, erfcx(ctx.b, arg_as(ctx, 0, r)));
 }
 
@@ -205,7 +205,7 @@ Value log_ndtr_of(Builder& b, Value x) {
 }
 
 std::vector<Value> lower_special_log_ndtr(Context& ctx) {
-  ElementwiseResult r = float_result_of(ctx);
+  ElementwiseResult r = single_or_double_result_of(ctx);
   return finish(ctx, r, log_ndtr_of(ctx.b, arg_as(ctx, 0, r)));
 }
 
@@ -215,7 +215,7 @@ std::vector<Value> lower_special_log_ndtr(Context& ctx) {
 // too) from Abramowitz and Stegun's rational guess (26.2.23, error below 5e-4): the logarithm
 // keeps its relative accuracy however small q is. Three steps reach float64's precision.
 std::vector<Value> lower_special_ndtri(Context& ctx) {
-  ElementwiseResult r = float_result_of(ctx);
+  ElementwiseResult r = single_or_double_result_of(ctx);
   Builder& b = ctx.b;
   Value p = arg_as(ctx, 0, r);
   Value one = splat(b, 1, p), half = splat(b, 0.5, p);

@@ -143,7 +143,8 @@ std::vector<Value> lower_cholesky_inverse(Context& ctx) {
   Value factor = ctx.tensor(0);
   real_matrix_dtype(ctx, factor);
   const Dims& dims = b.dims(factor);
-  if (dims.size() < 2 || numel(dims) == 0) throw Unsupported(ctx.op + " of an empty or non-matrix operand");
+  if (dims.size() < 2) throw Unsupported(ctx.op + " of a non-matrix operand");
+  if (numel(dims) == 0) return {b.zeros(ctx.out_type())};
   Value identity = identity_matrices(b, b.type(factor));
   return {as_output(ctx, cholesky_solve(b, factor, identity, ctx.bool_arg(1, false)))};
 }
