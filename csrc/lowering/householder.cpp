@@ -18,12 +18,6 @@ namespace {
 
 using hlo::Builder;
 
-int64_t product(const Dims& dims) {
-  int64_t p = 1;
-  for (int64_t d : dims) p *= d;
-  return p;
-}
-
 // The Euclidean norm over `dim` of x, scaled by its largest magnitude so that squares cannot
 // overflow or underflow (dnrm2).
 Value scaled_norm(Builder& b, Value x, int64_t dim) {
@@ -152,7 +146,7 @@ std::vector<Value> lower_geqrf(Context& ctx) {
   Value a = ctx.tensor(0);
   real_matrix_dtype(ctx, a);
   Dims dims = b.dims(a);
-  int64_t batch = product(matrix_batch(dims));
+  int64_t batch = numel(matrix_batch(dims));
   if (batch == 0 || std::min(dims[dims.size() - 2], dims.back()) == 0) {
     return {b.reshape(a, ctx.outputs[0].dims), b.zeros(ctx.out_type(1))};
   }
@@ -165,7 +159,7 @@ std::vector<Value> lower_householder_product(Context& ctx) {
   Value v = ctx.tensor(0), tau = ctx.tensor(1);
   real_matrix_dtype(ctx, v);
   Dims dims = b.dims(v);
-  int64_t batch = product(matrix_batch(dims)), columns = dims.back();
+  int64_t batch = numel(matrix_batch(dims)), columns = dims.back();
   int64_t steps = b.dims(tau).empty() ? 0 : b.dims(tau).back();
   if (batch == 0 || dims[dims.size() - 2] == 0 || columns == 0 || steps == 0) {
     if (batch == 0 || dims[dims.size() - 2] == 0 || columns == 0) return {b.zeros(ctx.out_type(0))};
@@ -185,7 +179,7 @@ std::vector<Value> lower_linalg_qr(Context& ctx) {
   std::string mode = ctx.arg(1).is_none() ? "reduced" : ctx.arg(1).s;
   Dims dims = b.dims(a);
   int64_t m = dims[dims.size() - 2], n = dims.back(), k = std::min(m, n);
-  int64_t batch = product(matrix_batch(dims));
+  int64_t batch = numel(matrix_batch(dims));
   bool complete = mode == "complete";
   if (batch == 0 || k == 0) {  // Q is the identity's first columns, R empty or zero
     Value q = b.zeros(ctx.out_type(0));

@@ -36,12 +36,6 @@ double epsilon_of(DType dtype) {
   return dtype == DType::F64 ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
 }
 
-int64_t product(const Dims& dims) {
-  int64_t p = 1;
-  for (int64_t d : dims) p *= d;
-  return p;
-}
-
 // The round-robin tournament is played on positions, not indices: pair i of a round is
 // (position i, position n - 1 - i), and between rounds every position but the first moves on by
 // one (the circle method). Moving the matrix itself (slices, a reverse, concatenations) instead of
@@ -188,7 +182,7 @@ Operand matrix_operand(Context& ctx) {
   Value a = ctx.tensor(0);
   DType dtype = real_matrix_dtype(ctx, a);
   Dims dims = ctx.b.dims(a);
-  return {a, dtype, dims, product(matrix_batch(dims))};
+  return {a, dtype, dims, numel(matrix_batch(dims))};
 }
 
 std::vector<Value> lower_linalg_eigh(Context& ctx) {

@@ -16,12 +16,6 @@ namespace {
 
 using hlo::Builder;
 
-int64_t product(const Dims& dims) {
-  int64_t p = 1;
-  for (int64_t d : dims) p *= d;
-  return p;
-}
-
 std::vector<Value> lower_linalg_lstsq(Context& ctx) {
   Builder& b = ctx.b;
   if (ctx.has(3) && ctx.arg(3).s != "gelsy") throw Unsupported("linalg_lstsq: drivers other than gelsy");
@@ -30,12 +24,12 @@ std::vector<Value> lower_linalg_lstsq(Context& ctx) {
   Dims a_dims = b.dims(a), rhs_dims = b.dims(rhs);
   int64_t m = a_dims[a_dims.size() - 2], n = a_dims.back(), k = std::min(m, n);
   Dims a_batch = matrix_batch(a_dims);
-  int64_t batch = product(a_batch);
+  int64_t batch = numel(a_batch);
   const Dims& solution_dims = ctx.outputs[0].dims;
   bool vector = solution_dims.size() + 1 == a_dims.size();  // B [..., m]: solution [..., n]
   if (vector) rhs_dims.push_back(1);
   int64_t columns = rhs_dims.back();
-  if (k == 0 || batch == 0 || columns == 0 || product(solution_dims) == 0) throw Unsupported("linalg_lstsq: empty");
+  if (k == 0 || batch == 0 || columns == 0 || numel(solution_dims) == 0) throw Unsupported("linalg_lstsq: empty");
 
   Svd svd = singular_value_decomposition(b, b.reshape(a, {batch, m, n}), true, false);
   // rcond: the given one, or CPU's default, the dtype's epsilon times max(m, n).
@@ -51,7 +45,7 @@ std::vector<Value> lower_linalg_lstsq(Context& ctx) {
   Value scaled_v = b.mul(svd.v, b.broadcast_in_dim(inverse, {batch, n, k}, {0, 2}));
   Value pinv = b.dot_general(scaled_v, svd.u, {0}, {0}, {2}, {2}, dtype);  // [batch, n, m]
   Dims out_batch(solution_dims.begin(), solution_dims.end() - (vector ? 1 : 2));
-  int64_t out_count = product(out_batch);
+  int64_t out_count = numel(out_batch);
   Dims pinv_dims = a_batch;
   pinv_dims.insert(pinv_dims.end(), {n, m});
   Dims pinv_out = out_batch;
