@@ -389,6 +389,20 @@ def test_sort_topk(mode, no_fallback, dtype):
     same(torch.argsort, y, 1)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_mode_picks_cpus_value_and_an_index_of_it(mode, no_fallback, dtype):
+    # Ties between values go to the smallest; the index is one of the value's places (CPU's is the
+    # last in its own sort order, which on small inputs is the last place).
+    x = torch.randint(0, 4, (3, 9, 6), generator=torch.Generator().manual_seed(1)).to(dtype)
+    for dim, keepdim in ((1, False), (-1, True), (0, False)):
+        want = torch.mode(x, dim, keepdim)
+        got = torch.mode(x.to("tpu"), dim, keepdim)
+        torch.testing.assert_close(got.values.cpu(), want.values)
+        picked = x.gather(dim, got.indices.cpu() if keepdim else got.indices.cpu().unsqueeze(dim))
+        torch.testing.assert_close(picked if keepdim else picked.squeeze(dim), want.values)
+    torch.testing.assert_close(torch.mode(x[0, :, 0].to("tpu")).indices.cpu(), torch.mode(x[0, :, 0]).indices)
+
+
 @pytest.mark.parametrize("interpolation", ["bilinear", "bicubic"])
 def test_resizing_uint8_images_rounds_and_saturates_like_cpu(mode, no_fallback, interpolation):
     # uint8 images used to be weighted in an integer dtype, which made the result garbage.

@@ -61,6 +61,9 @@ Value take_along(hlo::Builder& b, Value x, int64_t dim, Value index);
 // Values sorted along `dim` (stable, NaN above every number, as PyTorch sorts) with their
 // original int64 positions.
 std::pair<Value, Value> sort_along(hlo::Builder& b, Value x, int64_t dim, bool descending);
+// The inclusive scan of x along `dim` with one StableHLO binary op ("stablehlo.add",
+// "stablehlo.maximum", ...) whose identity is `init` (reductions.cpp).
+Value cumulative(hlo::Builder& b, Value x, int64_t dim, const char* combiner, double init);
 // target with updates' slice i added into its slice positions[i] along `dim` (the gradient of
 // gather_along when target is zeros).
 Value scatter_add_along(hlo::Builder& b, Value target, int64_t dim, Value positions, Value updates);

@@ -550,4 +550,8 @@ TPU_LOWERING("nansum", lower_nansum);
 TPU_LOWERING("count_nonzero", lower_count_nonzero);
 TPU_LOWERING("aminmax", lower_aminmax);
 
+Value cumulative(Builder& b, Value x, int64_t dim, const char* combiner, double init) {
+  return scan(b, x, dim, combiner, init);
+}
+
 }  // namespace tpu::lowering

@@ -141,6 +141,40 @@ std::vector<Value> lower_median(Context& ctx) {
 TPU_LOWERING("sort", lower_sort);
 TPU_LOWERING("topk", lower_topk);
 TPU_LOWERING("kthvalue", lower_kthvalue);
+// mode(self, dim, keepdim): the most frequent value along `dim`, the smallest of equally frequent
+// ones, and the last index it sits at, as CPU's kernel finds them from runs of sorted values
+// (NaN counting as equal to NaN).
+std::vector<Value> lower_mode(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = at_least_1d(b, ctx.tensor(0));
+  if (is_complex(b.dtype(x))) throw Unsupported(ctx.op + ": complex");
+  int64_t dim = wrap_dim(ctx.int_arg(1, -1), b.rank(x));
+  Dims dims = b.dims(x);
+  int64_t n = dims[dim];
+  if (n == 0) throw Unsupported(ctx.op + ": empty");  // CPU raises
+  auto [sorted, positions] = sort_along(b, x, dim, false);
+  Dims first = Dims(dims.size(), 0), before_last = dims, strides(dims.size(), 1);
+  before_last[dim] = n - 1;
+  Dims low(dims.size(), 0), high(dims.size(), 0), interior(dims.size(), 0);
+  low[dim] = 1;
+  Value previous = b.pad(b.slice(sorted, first, before_last, strides), b.constant(0, b.dtype(x)), low, high, interior);
+  Value index = b.iota({DType::I64, dims}, dim);
+  Value equal = b.compare(sorted, previous, "EQ");
+  if (is_floating(b.dtype(x))) {
+    equal = b.binary("stablehlo.or", equal, b.binary("stablehlo.and", is_nan(b, sorted), is_nan(b, previous)));
+  }
+  Value starts = b.binary("stablehlo.or", b.compare(index, b.zeros(b.type(index)), "EQ"), b.unary("stablehlo.not", equal));
+  Value run_start = cumulative(b, b.select(starts, index, b.zeros(b.type(index))), dim, "stablehlo.maximum", 0);
+  Value length = b.sub(index, run_start);  // within its run, so far; largest at the run's end
+  Value longest = b.reduce(length, b.constant(0, DType::I64), {dim}, "stablehlo.maximum");
+  Value at_longest = b.compare(length, expand_back(b, longest, dims, {dim}), "EQ");
+  Value where = b.reduce(b.select(at_longest, index, b.full(static_cast<double>(n), b.type(index))),
+                         b.constant(static_cast<double>(n), DType::I64), {dim}, "stablehlo.minimum");
+  Value pick = keep_dims(b, b.convert(where, DType::I32), dims, {dim});
+  return {as_output(ctx, take_along(b, sorted, dim, pick), 0), as_output(ctx, take_along(b, positions, dim, pick), 1)};
+}
+
+TPU_LOWERING("mode", lower_mode);
 TPU_LOWERING("median", lower_median<false>);
 TPU_LOWERING("nanmedian", lower_median<true>);
 

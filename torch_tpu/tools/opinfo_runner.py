@@ -174,7 +174,7 @@ def _compare(op_name, actual, expected, metadata_only=False):
 # checked by what they pick from the input, not by position, and their gradients per group of
 # equal values.
 TIES_IN_ANY_ORDER = {"sort": (0, -1), "argsort": (0, -1), "topk": (1, -1), "kthvalue": (1, -1),
-                     "msort": (None, 0)}
+                     "msort": (None, 0), "mode": (0, -1)}
 
 
 def _tie_dim(op_name, sample):
