@@ -1,5 +1,6 @@
 // What the matrix lowerings share (triangular.cpp: Cholesky and triangular solves; lu.cpp: LU
-// and the solves, inverses and determinants built on it): batches of matrices [..., m, n].
+// and the solves, inverses and determinants built on it; householder.cpp: QR; jacobi.cpp: eigh
+// and SVD; least_squares.cpp, matrix_exp.cpp): batches of matrices [..., m, n].
 #pragma once
 
 #include "lowering/registry.h"
