@@ -216,6 +216,10 @@ Value gather_along(hlo::Builder& b, Value x, int64_t dim, Value positions) {
   return b.gather(x, b.reshape(positions, {count, 1}), g, slice, result);
 }
 
+double machine_epsilon(DType dtype) {
+  return dtype == DType::F64 ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
+}
+
 Value take_along(hlo::Builder& b, Value x, int64_t dim, Value index) {
   const Dims& dims = b.dims(index);
   int64_t rank = static_cast<int64_t>(dims.size());

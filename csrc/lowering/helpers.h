@@ -87,6 +87,9 @@ Value per_channel(Context& ctx, size_t i, DType dtype, const Dims& shape, int64_
 // True where a float is NaN (x != x).
 Value is_nan(hlo::Builder& b, Value x);
 
+// The gap between 1 and the next number of a floating dtype (float32's for any but float64).
+double machine_epsilon(DType dtype);
+
 // Smallest / largest value of a dtype (-inf / +inf for floating types).
 double lowest(DType dtype);
 double highest(DType dtype);

@@ -32,10 +32,6 @@ using hlo::Builder;
 
 constexpr int kMaxSweeps = 40;
 
-double epsilon_of(DType dtype) {
-  return dtype == DType::F64 ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
-}
-
 // The round-robin tournament is played on positions, not indices: pair i of a round is
 // (position i, position n - 1 - i), and between rounds every position but the first moves on by
 // one (the circle method). Moving the matrix itself (slices, a reverse, concatenations) instead of
@@ -202,7 +198,7 @@ std::vector<Value> lower_linalg_eigh(Context& ctx) {
   int64_t even = n + n % 2;
   x = padded(b, x, even, even);
   Value v = identity_matrices(b, {dtype, {batch, even, even}});
-  double eps = epsilon_of(dtype);
+  double eps = machine_epsilon(dtype);
 
   Round round = [&](Builder& r, const std::vector<Value>& s) {
     Value m = s[0];
@@ -258,7 +254,7 @@ Svd singular_value_decomposition(Builder& b, Value x, bool vectors, bool full) {
   int64_t rows = std::max(m, n), even = k + k % 2;
   x = padded(b, x, rows, even);
   Value v = identity_matrices(b, {dtype, {batch, even, even}});
-  double eps = epsilon_of(dtype);
+  double eps = machine_epsilon(dtype);
 
   Round round = [&](Builder& r, const std::vector<Value>& s) {
     auto [top, bottom] = halves(r, s[0], 2);

@@ -5,7 +5,6 @@
 // drivers (gels, gelsd, gelss) return residuals whose size depends on the ranks found, which no
 // meta function can know: they take the CPU (op_adapters.cpp declines them).
 #include <algorithm>
-#include <limits>
 
 #include "lowering/elementwise.h"
 #include "lowering/helpers.h"
@@ -33,8 +32,8 @@ std::vector<Value> lower_linalg_lstsq(Context& ctx) {
 
   Svd svd = singular_value_decomposition(b, b.reshape(a, {batch, m, n}), true, false);
   // rcond: the given one, or CPU's default, the dtype's epsilon times max(m, n).
-  double eps = dtype == DType::F64 ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
-  Value rcond = ctx.has(2) ? b.convert(ctx.tensor(2), dtype) : b.constant(eps * static_cast<double>(std::max(m, n)), dtype);
+  double default_rcond = machine_epsilon(dtype) * static_cast<double>(std::max(m, n));
+  Value rcond = ctx.has(2) ? b.convert(ctx.tensor(2), dtype) : b.constant(default_rcond, dtype);
   Value largest = b.reshape(b.slice(svd.s, {0, 0}, {batch, 1}, {1, 1}), {batch});
   Value cut = b.mul(b.broadcast_to(rcond, {batch}), largest);
   Value kept = b.compare(svd.s, b.broadcast_in_dim(cut, {batch, k}, {0}), "GT");

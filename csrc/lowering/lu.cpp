@@ -154,9 +154,7 @@ Value permutation_of(Builder& b, Value pivots, int64_t m) {
 Value take_rows(Builder& b, Value x, Value rows) {
   const Dims& dims = b.dims(x);
   int64_t rank = static_cast<int64_t>(dims.size());
-  Value index = b.broadcast_in_dim(rows, dims, all_dims(rank - 1));
-  Builder::GatherDims g{{}, all_dims(rank), all_dims(rank), rank};
-  return b.gather(x, coordinates_along(b, index, rank - 2, rank), g, Dims(rank, 1), dims);
+  return take_along(b, x, rank - 2, b.broadcast_in_dim(rows, dims, all_dims(rank - 1)));
 }
 
 // The inverse of a permutation along the last dim: inverse[rows[i]] = i.

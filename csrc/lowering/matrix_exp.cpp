@@ -23,8 +23,7 @@ std::vector<Value> lower_matrix_exp(Context& ctx) {
   Value a = ctx.tensor(0);
   DType dtype = real_matrix_dtype(ctx, a);
   Dims dims = b.dims(a);
-  int64_t n = dims.back(), batch = 1;
-  for (size_t d = 0; d + 2 < dims.size(); ++d) batch *= dims[d];
+  int64_t n = dims.back(), batch = numel(matrix_batch(dims));
   if (n == 0 || batch == 0) return {b.zeros(ctx.out_type(0))};
   Value x = b.reshape(a, {batch, n, n});
   TensorType matrices{dtype, {batch, n, n}}, per_matrix{dtype, {batch}};
