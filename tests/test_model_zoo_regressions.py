@@ -90,13 +90,16 @@ def test_shared_buffers_stay_shared_through_to_tpu(mode):
     assert moved[0].table is moved[1].table and moved[0].table.device.type == "tpu"
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 @pytest.mark.parametrize("momentum", [0.1, None])
-def test_batch_norm_training_updates_running_statistics_on_device(mode, no_fallback, momentum):
+def test_batch_norm_training_updates_running_statistics_on_device(mode, no_fallback, momentum, compiled):
     # BatchNorm in training mode (every convolutional network's training step) updates its
-    # running statistics in place; that used to take the CPU fallback.
+    # running statistics in place; that used to take the CPU fallback. Eagerly it calls
+    # native_batch_norm, in a torch.compile graph _native_batch_norm_legit: both have kernels.
     torch.manual_seed(0)
     cpu = torch.nn.BatchNorm2d(3, momentum=momentum).train()
-    tpu = torch.nn.BatchNorm2d(3, momentum=momentum).train().to("tpu")
+    module = torch.nn.BatchNorm2d(3, momentum=momentum).train().to("tpu")
+    tpu = torch.compile(module, backend="tpu") if compiled else module
     x = torch.randn(4, 3, 5, 5) * 2 + 1
     for step in range(2):
         xc = x.clone().requires_grad_()
@@ -109,11 +112,28 @@ def test_batch_norm_training_updates_running_statistics_on_device(mode, no_fallb
         torch.testing.assert_close(xt.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-5)
         x = x * 0.5 - 0.25
     for name in ("running_mean", "running_var", "num_batches_tracked"):
-        torch.testing.assert_close(getattr(tpu, name).cpu(), getattr(cpu, name), rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(tpu.weight.grad.cpu(), cpu.weight.grad, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(getattr(module, name).cpu(), getattr(cpu, name), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(module.weight.grad.cpu(), cpu.weight.grad, rtol=1e-4, atol=1e-5)
     tpu.eval()
     cpu.eval()
     torch.testing.assert_close(tpu(x.to("tpu")).cpu(), cpu(x), rtol=1e-4, atol=1e-5)
+
+
+def test_compiled_view_of_a_result_laid_out_otherwise_than_traced(mode, no_fallback):
+    # An elementwise op over a transposed and a contiguous operand: FakeTensor, which traced the
+    # graph, and the device's meta functions (CPU's) lay the result out differently, and the
+    # backward graph's view of it was impossible on the device (a gated-delta-rule model's
+    # softplus backward). The compiled graphs view by reshaping.
+    import torch.nn.functional as F
+
+    def loss(h, w):
+        return (F.softplus((h * 1.5).view(2, 8, 4)).transpose(1, 2) * w).sum()
+    torch.manual_seed(0)
+    h, w = torch.randn(16, 4, requires_grad=True), torch.randn(2, 4, 8)
+    loss(h, w).backward()
+    on_tpu = h.detach().to("tpu").requires_grad_()
+    torch.compile(loss, backend="tpu")(on_tpu, w.to("tpu")).backward()
+    torch.testing.assert_close(on_tpu.grad.cpu(), h.grad)
 
 
 def test_batch_norm_with_one_running_statistic_raises_as_on_cpu(mode):

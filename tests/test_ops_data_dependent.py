@@ -60,3 +60,43 @@ def test_bad_mask_dtype_raises_like_cpu(mode):
         torch.masked_select(x, x.long())
     with pytest.raises(RuntimeError, match="BoolTensor"):
         torch.masked_select(x.to("tpu"), x.long().to("tpu"))
+
+
+def _put(t, m, v, accumulate):
+    t = t.clone()
+    t.index_put_((m,), v, accumulate=accumulate)
+    return t
+
+
+def test_boolean_mask_index_put(mode, no_fallback):
+    x = _x()
+    rows = torch.tensor([True, False, True, True])
+    assert_same_as_cpu(lambda t, m, v: _put(t, m, v, False), x, rows, torch.arange(15.0).reshape(3, 5))
+    assert_same_as_cpu(lambda t, m, v: _put(t, m, v, True), x, rows, torch.arange(5.0))
+    assert_same_as_cpu(lambda t, m, v: _put(t, m, v, True), x, x > 0, torch.ones(int((x > 0).sum())))
+
+    def set_masked(t, m, v):
+        t = t.clone()
+        t[:, m] = v
+        return t
+    assert_same_as_cpu(set_masked, x, torch.tensor([False, True, False, True, True]), torch.arange(12.0).reshape(4, 3))
+
+
+def test_boolean_mask_indexing_backward(mode, no_fallback):
+    # x[mask]'s gradient is an accumulating index_put with the mask (multimodal
+    # embedding merges in audio and vision language models, masked losses).
+    x = _x()
+    mask = x > 0
+
+    def grad_of(t, m):
+        t = t.clone().requires_grad_()
+        (t[m] * torch.arange(1.0, int(m.sum()) + 1, device=t.device)).sum().backward()
+        return t.grad
+    assert_same_as_cpu(grad_of, x, mask)
+
+
+def test_boolean_mask_of_another_shape_raises_like_cpu(mode):
+    x = _x()
+    for device in ("cpu", "tpu"):
+        with pytest.raises(IndexError, match=r"The shape of the mask \[3\] at index 0 does not match"):
+            x.to(device).index_put_((torch.tensor([True, False, True], device=device),), torch.tensor(1.0, device=device))

@@ -449,7 +449,9 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   return true;
 }
 
-void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+}  // namespace
+
+void run_lowered_or_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& name = op.schema().name();
   const OpAdapter* adapter = adapter_for(op.schema());
   check_arguments_like_cpu(op, torch::jit::last(*stack, op.schema().arguments().size()), adapter);
@@ -461,6 +463,10 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   run_on_cpu(op, stack);
 }
+
+namespace {
+
+void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) { run_lowered_or_on_cpu(op, stack); }
 
 }  // namespace
 

@@ -3,7 +3,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
-#include <ATen/ops/nonzero.h>
+#include <ATen/native/IndexingUtils.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -15,13 +15,16 @@ namespace {
 
 bool is_tpu(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
 
-// Boolean (or uint8) masks among the indices of aten::index become the integer indices of their
-// true elements, as PyTorch's own kernels do before indexing; nonzero reads the count from the
-// device, then the gather runs lowered.
+// Boolean (or uint8) masks among the indices of index and index_put (the backward of x[mask],
+// and x[mask] = values) become the integer indices of their true elements, as PyTorch's own
+// kernels do first (its expandTensors, with CPU's checks and messages); nonzero reads the count
+// from the device, then the gather or scatter runs lowered.
 void expand_mask_indices(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  // index.Tensor(self, indices) and index.Tensor_out(self, indices, out): indices is argument 1.
-  c10::IValue& value = (*stack)[stack->size() - op.schema().arguments().size() + 1];
-  if (!value.isList()) return;
+  // index.Tensor(self, indices), index_put(self, indices, values, ...) and their out= forms:
+  // indices is argument 1.
+  const size_t first = stack->size() - op.schema().arguments().size();
+  c10::IValue& value = (*stack)[first + 1];
+  if (!value.isList() || !(*stack)[first].isTensor()) return;
   c10::List<std::optional<at::Tensor>> list = value.toOptionalTensorList();
   auto is_mask = [](const std::optional<at::Tensor>& t) {
     return t.has_value() && is_tpu(*t) && (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte);
@@ -29,15 +32,11 @@ void expand_mask_indices(const c10::OperatorHandle& op, torch::jit::Stack* stack
   bool any = false;
   for (size_t i = 0; i < list.size(); ++i) any = any || is_mask(list.get(i));
   if (!any) return;
+  std::vector<at::Tensor> indices = at::native::expandTensors((*stack)[first].toTensor(), list,
+                                                              /*ensure_same_device=*/true);
   c10::List<std::optional<at::Tensor>> expanded;
-  for (size_t i = 0; i < list.size(); ++i) {
-    std::optional<at::Tensor> entry = list.get(i);
-    if (!is_mask(entry)) {
-      expanded.push_back(entry);
-      continue;
-    }
-    at::Tensor positions = at::nonzero(*entry);
-    for (int64_t d = 0; d < entry->dim(); ++d) expanded.push_back(positions.select(1, d));
+  for (const at::Tensor& index : indices) {
+    expanded.push_back(index.defined() ? std::optional<at::Tensor>(index) : std::nullopt);
   }
   value = c10::IValue(expanded);
 }
@@ -199,9 +198,11 @@ std::vector<OpAdapter> make_table() {
       "tests/test_argument_checks.py::test_full_max_min_of_an_empty_tensor_raise")
       .check_arguments = check_full_reduction_of_empty;
   add({"aten::index_put", "aten::index_put_", "aten::_index_put_impl", "aten::_index_put_impl_"},
-      "index_put converts nothing: the values must have the destination's dtype (its meta function allows any)",
+      "index_put converts nothing: the values must have the destination's dtype (its meta function allows any); "
+      "boolean masks among the indices have data-dependent sizes, which no meta function can give",
       "tests/test_argument_checks.py::test_index_put_with_another_dtype_raises")
       .check_arguments = check_index_put_dtypes;
+  table.back().prepare = expand_mask_indices;
   add({"aten::mm", "aten::bmm", "aten::addmm", "aten::addmm_", "aten::baddbmm", "aten::baddbmm_", "aten::addbmm",
        "aten::dot", "aten::vdot", "aten::mv", "aten::addmv"},
       "matrix products do not promote (their meta functions allow mixed dtypes)",
