@@ -48,6 +48,16 @@ def test_geqrf_and_householder_product_match_cpu(mode, dtype, no_fallback):
     torch.testing.assert_close(to_cpu(product), torch.linalg.householder_product(want_reflectors, want_tau))
 
 
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_ormqr_applies_the_reflectors_as_cpu_does(mode, left, transpose, no_fallback):
+    reflectors, tau = torch.geqrf(matrix(2, 5, 3, seed=2))
+    other = matrix(2, 5, 4, seed=3) if left else matrix(2, 4, 5, seed=3)
+    want = torch.ormqr(reflectors, tau, other, left=left, transpose=transpose)
+    got = torch.ormqr(reflectors.to("tpu"), tau.to("tpu"), other.to("tpu"), left=left, transpose=transpose)
+    torch.testing.assert_close(to_cpu(got), want)
+
+
 def test_qr_gradients_match_cpu(mode, no_fallback):
     a = matrix(5, 3, seed=2)
     grads = []

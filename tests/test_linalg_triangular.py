@@ -26,6 +26,8 @@ CASES = {
     "cholesky": lambda t: torch.linalg.cholesky(t(spd(3))),
     "cholesky_upper_f64": lambda t: torch.linalg.cholesky(t(spd(2, dtype=torch.float64)), upper=True),
     "cholesky_ex_info": lambda t: torch.linalg.cholesky_ex(t(spd(4)))[1],
+    "deprecated_cholesky": lambda t: torch.cholesky(t(spd(2))),
+    "deprecated_cholesky_upper": lambda t: torch.cholesky(t(spd(n=3)), upper=True),
     "solve_triangular_lower": lambda t: torch.linalg.solve_triangular(t(triangular(3)), t(rhs(3, 5, 2)), upper=False),
     "solve_triangular_upper_right": lambda t: torch.linalg.solve_triangular(
         t(triangular(n=4, upper=True)), t(rhs(2, 3, 4)), upper=True, left=False),
@@ -58,6 +60,18 @@ def test_not_positive_definite_raises_cpus_error(mode):
     assert str(on_tpu.value) == str(on_cpu.value)
     info_cpu = torch.linalg.cholesky_ex(a).info
     torch.testing.assert_close(to_cpu(torch.linalg.cholesky_ex(a.to("tpu")).info), info_cpu)
+
+
+def test_deprecated_cholesky_raises_cpus_errors(mode):
+    # torch.cholesky checks LAPACK's info on the host before returning, as on CPU.
+    a = spd(2)
+    a[1, 2, 2] = -100.0
+    for bad in (a, a[1], torch.ones(2, 3)):
+        with pytest.raises(RuntimeError) as on_cpu:
+            torch.cholesky(bad)
+        with pytest.raises(type(on_cpu.value)) as on_tpu:
+            torch.cholesky(bad.to("tpu"))
+        assert str(on_tpu.value) == str(on_cpu.value)
 
 
 def test_gradients_match_cpu(mode, no_fallback):

@@ -90,6 +90,22 @@ def test_modified_bessel_functions_match_cpu(mode, fn, dtype, no_fallback):
         torch.testing.assert_close(got, want if tpu_input.dim() else want[7], equal_nan=True)
 
 
+GAMMA_A = [0.0, 1e-4, 0.3, 1.0, 2.5, 9.0, 10.0, 31.7, 1e3, 1e4, float("inf"), float("nan"), -1.0]
+GAMMA_X = [0.0, 1e-3, 0.5, 1.0, 1.1, 2.5, 9.5, 30.0, 990.0, 1.01e4, float("inf"), float("nan"), -0.5]
+
+
+@pytest.mark.parametrize("fn", [torch.special.gammainc, torch.special.gammaincc], ids=["gammainc", "gammaincc"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_regularized_incomplete_gamma_matches_cpu(mode, fn, dtype, no_fallback):
+    # Every pairing of the values above: both expansions, large a near x (where CPU switches to
+    # an asymptotic expansion), and CPU's values at the domain's edges.
+    a = torch.tensor(GAMMA_A, dtype=dtype).view(-1, 1)
+    x = torch.tensor(GAMMA_X, dtype=dtype).view(1, -1)
+    torch.testing.assert_close(to_cpu(fn(a.to("tpu"), x.to("tpu"))), fn(a, x), equal_nan=True)
+    a, x = torch.rand(2, 500, dtype=dtype, generator=torch.Generator().manual_seed(0)) * 40
+    torch.testing.assert_close(to_cpu(torch.igamma(a.to("tpu"), x.to("tpu"))), torch.igamma(a, x))
+
+
 def test_i0_in_half_precision_rounds_like_cpu(mode, no_fallback):
     x = torch.linspace(-12, 12, 97)
     for dtype in (torch.float16, torch.bfloat16):

@@ -1,5 +1,5 @@
 // QR by Householder reflections, as LAPACK's geqrf and orgqr compute it: geqrf,
-// linalg_householder_product (orgqr) and linalg_qr in its three modes, batched, real dtypes. Their
+// linalg_householder_product (orgqr), ormqr and linalg_qr in its three modes, batched, real dtypes. Their
 // backward formulas are PyTorch's, in terms of ops that have lowerings.
 //
 // The factorization is a while loop over the columns whose steps are masked whole-matrix updates
@@ -200,6 +200,30 @@ std::vector<Value> lower_linalg_qr(Context& ctx) {
   return {b.reshape(q, ctx.outputs[0].dims), r_out};
 }
 
+// ormqr(input, tau, other, left, transpose): Q C, Q^T C (left), C Q or C Q^T, where Q is the
+// square product of input's reflectors. Q is formed whole: ormqr is rare and its matrices small.
+std::vector<Value> lower_ormqr(Context& ctx) {
+  Builder& b = ctx.b;
+  Value v = ctx.tensor(0), tau = ctx.tensor(1), c = ctx.tensor(2);
+  DType dtype = real_matrix_dtype(ctx, v);
+  if (b.dtype(c) != dtype || b.rank(c) < 2) throw Unsupported(ctx.op + " with these operands");
+  bool left = ctx.bool_arg(3, true), transpose = ctx.bool_arg(4, false);
+  Dims dims = b.dims(v), c_dims = b.dims(c);
+  int64_t m = dims[dims.size() - 2], steps = b.dims(tau).back();
+  int64_t batch = numel(matrix_batch(c_dims)), rows = c_dims[c_dims.size() - 2], cols = c_dims.back();
+  if (steps > m || steps > dims.back()) throw Unsupported(ctx.op + " with more reflectors than rows");
+  if (numel(c_dims) == 0) return {b.zeros(ctx.out_type())};
+  Value q = identity_matrices(b, {dtype, {batch, m, m}});
+  if (steps > 0) {
+    q = householder_product(b, as_batched(b, v, batch), b.reshape(b.convert(tau, dtype), {batch, steps}), m);
+  }
+  if (transpose) q = swap_last_two(b, q);
+  Value other = b.reshape(c, {batch, rows, cols});
+  Value product = left ? b.dot_general(q, other, {0}, {0}, {2}, {1}, dtype)
+                       : b.dot_general(other, q, {0}, {0}, {2}, {1}, dtype);
+  return {b.reshape(product, ctx.outputs[0].dims)};
+}
+
 }  // namespace
 
 Value complete_q(Builder& b, Value u) {
@@ -212,5 +236,6 @@ Value complete_q(Builder& b, Value u) {
 TPU_LOWERING("geqrf", lower_geqrf);
 TPU_LOWERING("linalg_householder_product", lower_householder_product);
 TPU_LOWERING("linalg_qr", lower_linalg_qr);
+TPU_LOWERING("ormqr", lower_ormqr);
 
 }  // namespace tpu::lowering
