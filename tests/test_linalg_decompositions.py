@@ -213,3 +213,61 @@ def test_empty_operands_need_no_cpu(mode, no_fallback):
     torch.testing.assert_close(to_cpu(torch.cholesky_inverse(empty.to("tpu"))), torch.cholesky_inverse(empty))
     x, index = torch.arange(5.0), torch.zeros(2, 0, dtype=torch.int64)
     torch.testing.assert_close(to_cpu(torch.gather(x.to("tpu"), 0, index.to("tpu"))), torch.gather(x, 0, index))
+
+
+def eigenpairs_in_cpus_order(values, vectors, want_values, want_vectors):
+    """tpu's eigenpairs in CPU's order (each CPU eigenvalue takes the nearest left) and phases."""
+    from torch_tpu.tools.opinfo_runner import _eigenpairs_as
+    return _eigenpairs_as((values, vectors), (want_values, want_vectors))
+
+
+EIG_CASES = {
+    "random": matrix(5, 5, seed=4),
+    "batched": matrix(2, 3, 6, 6, seed=5),
+    "float32": matrix(4, 4, seed=6, dtype=torch.float32),
+    "complex": torch.complex(matrix(4, 4, seed=7), matrix(4, 4, seed=8)),
+    "rotation": torch.tensor([[0.0, -1.0], [1.0, 0.0]], dtype=torch.float64),
+    "permutation": torch.tensor([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=torch.float64),
+    "upper_triangular": torch.triu(matrix(4, 4, seed=9)),
+    "one_by_one": matrix(3, 1, 1, seed=10),
+}
+
+
+@pytest.mark.parametrize("case", list(EIG_CASES))
+def test_eig_matches_cpu_up_to_order_and_phase(mode, case, no_fallback):
+    a = EIG_CASES[case]
+    want_values, want_vectors = torch.linalg.eig(a)
+    values, vectors = to_cpu(torch.linalg.eig(a.to("tpu")))
+    assert values.dtype == want_values.dtype and vectors.dtype == want_vectors.dtype
+    # Eigenpairs themselves: A v = lambda v, unit vectors.
+    tolerance = dict(atol=1e-4, rtol=1e-4) if a.dtype in (torch.float32, torch.complex64) else {}
+    torch.testing.assert_close(a.to(vectors.dtype) @ vectors, vectors * values.unsqueeze(-2), **tolerance)
+    torch.testing.assert_close(torch.linalg.vector_norm(vectors, dim=-2), torch.ones(values.shape, dtype=a.real.dtype))
+    values, vectors = eigenpairs_in_cpus_order(values, vectors, want_values, want_vectors)
+    torch.testing.assert_close(values, want_values, **tolerance)
+    torch.testing.assert_close(vectors, want_vectors, **tolerance)
+    eigvals = to_cpu(torch.linalg.eigvals(a.to("tpu")))
+    torch.testing.assert_close(eigenpairs_in_cpus_order(eigvals, vectors, want_values, want_vectors)[0], want_values,
+                               **tolerance)
+
+
+def test_eig_of_defective_and_zero_matrices_stays_finite(mode, no_fallback):
+    # A Jordan block has one eigenvector for a repeated eigenvalue: LAPACK returns it twice, up to
+    # rounding; the zero matrix every unit vector.
+    for a in (torch.tensor([[2.0, 1.0], [0.0, 2.0]]), torch.zeros(3, 3)):
+        values, vectors = to_cpu(torch.linalg.eig(a.to("tpu")))
+        torch.testing.assert_close(values, torch.linalg.eig(a)[0])
+        assert bool(vectors.isfinite().all())
+        torch.testing.assert_close(a.to(vectors.dtype) @ vectors, vectors * values.unsqueeze(-2))
+
+
+def test_eig_gradient_of_a_phase_free_loss_matches_cpu(mode):
+    # The eigenvalues, and the vectors' magnitudes: a loss their phases cannot change, as PyTorch
+    # requires of eig's gradient. (The backward solves complex systems, which take the CPU.)
+    def grad(device):
+        a = matrix(4, 4, seed=11).to(device).requires_grad_()
+        values, vectors = torch.linalg.eig(a)
+        (values.real.square().sum() + values.imag.abs().sum() + vectors.abs().square().mul(
+            torch.arange(4.0, device=device, dtype=torch.float64).unsqueeze(-1)).sum()).backward()
+        return a.grad
+    torch.testing.assert_close(to_cpu(grad("tpu")), grad("cpu"))

@@ -313,13 +313,44 @@ def _singular_vectors_as(result, like, vh=True):
     return type(result)((u, s, v_columns.mT if vh else v_columns))
 
 
-# Eigenvectors and singular vectors are unique up to sign only (LAPACK's signs are an accident of
-# its algorithm): each vector is turned to point as CPU's does before comparing (for simple
-# eigenvalues and singular values, as every OpInfo sample of these ops has).
-SIGN_FREE_VECTORS = {
+def _eigen_order_as(values, like):
+    """Indices [..., n] putting the eigenvalues `values` in `like`'s order: each of like's takes the
+    nearest of values' not yet taken."""
+    n = values.shape[-1]
+    if values.numel() == 0:
+        return torch.zeros(values.shape, dtype=torch.long)
+    order = []
+    for mine, theirs in zip(values.reshape(-1, n).tolist(), like.reshape(-1, n).tolist()):
+        free, picked = list(range(n)), []
+        for target in theirs:
+            nearest = min(free, key=lambda k: abs(mine[k] - target))
+            free.remove(nearest)
+            picked.append(nearest)
+        order.append(picked)
+    return torch.tensor(order, dtype=torch.long).reshape(values.shape)
+
+
+def _eigenpairs_as(result, like):
+    values, vectors = result
+    order = _eigen_order_as(values, like[0])
+    values = values.gather(-1, order)
+    vectors = vectors.gather(-1, order.unsqueeze(-2).expand(vectors.shape))
+    dots = (vectors.conj() * like[1]).sum(-2, keepdim=True)
+    phases = torch.where(dots.abs() > 0, dots / dots.abs(), torch.ones_like(dots))
+    return type(result)((values, vectors * phases))
+
+
+# Where the results hold a choice that LAPACK makes by accident of its algorithm, tpu's are
+# aligned with CPU's before comparing: eigenvectors and singular vectors are unique up to sign
+# (a complex phase for a general matrix's), so each is turned to point as CPU's does (for simple
+# eigenvalues and singular values, as every OpInfo sample of these ops has); a general matrix's
+# eigenvalues come in no promised order, so each eigenpair takes the place of CPU's nearest.
+ALIGNED_TO_CPU = {
     "linalg.eigh": _eigenvectors_as,
     "linalg.svd": _singular_vectors_as,
     "svd": lambda result, like: _singular_vectors_as(result, like, vh=False),
+    "linalg.eig": _eigenpairs_as,
+    "linalg.eigvals": lambda values, like: values.gather(-1, _eigen_order_as(values, like)),
 }
 
 
@@ -342,8 +373,8 @@ def _agrees(key, dtype, sample, actual, expected, tied, in_float64):
 def _check_forward(op, key, dtype, sample, actual, expected):
     def in_float64():
         return _call(op, sample, _in_float64(sample))
-    if key in SIGN_FREE_VECTORS:
-        align = SIGN_FREE_VECTORS[key]
+    if key in ALIGNED_TO_CPU:
+        align = ALIGNED_TO_CPU[key]
         actual, unaligned = align(actual, expected), in_float64
         in_float64 = lambda: align(unaligned(), expected)  # noqa: E731
     _agrees(key, dtype, sample, actual, expected, _indices_pick_the_values, in_float64)
