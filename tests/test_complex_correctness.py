@@ -12,12 +12,17 @@ def complex_sample(*shape, seed=0):
     return torch.complex(torch.randn(*shape, generator=generator), torch.randn(*shape, generator=generator))
 
 
-@pytest.mark.parametrize("fn", [torch.abs, torch.angle, torch.isnan, torch.isfinite, torch.sgn,
-                                lambda z: z.real * 2, lambda z: z.imag + 1],
-                         ids=["abs", "angle", "isnan", "isfinite", "sgn", "real", "imag"])
-def test_complex_to_real_ops_match_cpu(mode, fn):
+@pytest.mark.parametrize("fn", [torch.abs, torch.angle, torch.isnan, torch.isinf, torch.isfinite, torch.sgn,
+                                lambda z: z.real * 2, lambda z: z.imag + 1, lambda z: z.sum(0), torch.sum,
+                                lambda z: z.mean(1), lambda z: z.prod(-1)],
+                         ids=["abs", "angle", "isnan", "isinf", "isfinite", "sgn", "real", "imag", "sum_dim", "sum",
+                              "mean", "prod"])
+def test_complex_to_real_ops_and_reductions_match_cpu(mode, fn, no_fallback):
     z = complex_sample(3, 4)
-    torch.testing.assert_close(to_cpu(fn(z.to("tpu"))), fn(z))
+    z[0, 1] = complex(float("nan"), 1.0)
+    z[1, 2] = complex(2.0, float("-inf"))
+    z[2, 3] = 0
+    torch.testing.assert_close(to_cpu(fn(z.to("tpu"))), fn(z), equal_nan=True)
 
 
 @pytest.mark.parametrize("fn", [
@@ -54,6 +59,10 @@ COMPLEX_ARITHMETIC = {
     "times_conj_view": lambda a, b, r: a * b.conj(),
     "mul_": lambda a, b, r: a.clone().mul_(b),
     "conj_physical_": lambda a, b, r: a.clone().conj_physical_(),
+    "div": lambda a, b, r: a / b,
+    "div_by_real": lambda a, b, r: a / r,
+    "real_by_complex": lambda a, b, r: r / a,
+    "sgn": lambda a, b, r: torch.sgn(a * (r > 0)),  # zeros among the values
 }
 
 

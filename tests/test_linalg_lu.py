@@ -11,6 +11,10 @@ def matrix(*shape, seed=0, dtype=torch.float32):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
 
 
+def complex_matrix(*shape, seed=0, dtype=torch.complex64):
+    return torch.complex(matrix(*shape, seed=seed), matrix(*shape, seed=seed + 100)).to(dtype)
+
+
 def singular(n=4):
     a = matrix(n, n, seed=3)
     a[:, 2] = a[:, 0] * 2.0  # rank n - 1: a zero pivot at the last step
@@ -45,6 +49,21 @@ CASES = {
         [x.flatten().double() for x in torch.ops.aten._linalg_slogdet(t(matrix(2, 4, 4)).mT)]),
     "lu_unpack": lambda t: torch.cat([x.flatten() for x in torch.lu_unpack(*torch.linalg.lu_factor(t(matrix(2, 5, 3))))]),
     "linalg_lu": lambda t: torch.cat([x.flatten() for x in torch.linalg.lu(t(matrix(4, 4)))]),
+    # Complex matrices pivot on |re| + |im|, as LAPACK's izamax does.
+    "complex_lu_factor": lambda t: torch.linalg.lu_factor(t(complex_matrix(2, 5, 5)))[0],
+    "complex_lu_factor_pivots": lambda t: torch.linalg.lu_factor(t(complex_matrix(2, 5, 5, seed=1)))[1],
+    "complex_solve": lambda t: torch.linalg.solve(t(complex_matrix(3, 4, 4)), t(complex_matrix(3, 4, 2, seed=1))),
+    "complex_solve_right_c128": lambda t: torch.linalg.solve(
+        t(complex_matrix(4, 4, dtype=torch.complex128)), t(complex_matrix(3, 4, seed=1, dtype=torch.complex128)),
+        left=False),
+    "complex_inv": lambda t: torch.linalg.inv(t(complex_matrix(2, 4, 4))),
+    "complex_lu_solve_adjoint": lambda t: torch.linalg.lu_solve(
+        *torch.linalg.lu_factor(t(complex_matrix(4, 4))), t(complex_matrix(4, 3, seed=2)), adjoint=True),
+    "complex_lu_solve_adjoint_right": lambda t: torch.linalg.lu_solve(
+        *torch.linalg.lu_factor(t(complex_matrix(4, 4))), t(complex_matrix(3, 4, seed=2)), left=False, adjoint=True),
+    "complex_lu_solve_right": lambda t: torch.linalg.lu_solve(
+        *torch.linalg.lu_factor(t(complex_matrix(4, 4))), t(complex_matrix(3, 4, seed=2)), left=False),
+    "complex_linalg_lu": lambda t: torch.cat([x.flatten() for x in torch.linalg.lu(t(complex_matrix(4, 4)))]),
 }
 
 

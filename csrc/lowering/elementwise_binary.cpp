@@ -81,10 +81,11 @@ Value floor_divide_int(Builder& b, Value x, Value y) {
 }
 
 Value divide(Context& ctx, const std::string& rounding_mode) {
-  ElementwiseResult r = result_of(ctx);
+  bool true_division = rounding_mode.empty();
+  // Only true division has a complex form (the rounding modes raise for complex, on CPU too).
+  ElementwiseResult r = true_division ? complex_closed_result_of(ctx) : result_of(ctx);
   Builder& b = ctx.b;
   if (r.dtype == DType::Bool) throw Unsupported("division with a bool result");
-  bool true_division = rounding_mode.empty();
   // An f16 / bf16 division by a single element (a number, or a one-element tensor) runs in f32 in
   // PyTorch's CPU kernels, reading a number unrounded, and rounds once at the end; by any other
   // divisor its rounding modes round at each step.
@@ -96,7 +97,7 @@ Value divide(Context& ctx, const std::string& rounding_mode) {
   Value x = operand(ctx, 0, r), y = operand(ctx, 1, r);
   Value q;
   if (true_division) {
-    if (!is_floating(r.dtype)) throw Unsupported("true division with an integer result");
+    if (!is_floating(r.dtype) && !is_complex(r.dtype)) throw Unsupported("true division with an integer result");
     q = b.div(x, y);
   } else if (rounding_mode == "trunc") {
     if (!is_floating(r.dtype)) {

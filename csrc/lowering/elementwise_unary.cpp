@@ -162,7 +162,17 @@ std::vector<Value> lower_conj_physical(Context& ctx) {
 }
 TPU_LOWERING("conj_physical", lower_conj_physical);
 
+// |z| of a complex tensor, in its real dtype.
+std::vector<Value> complex_magnitude(Context& ctx) {
+  Builder& b = ctx.b;
+  Value z = ctx.tensor(0);
+  const Output& out = ctx.outputs.at(0);
+  if (out.dims != b.dims(z) || out.dtype != complex_part_dtype(b.dtype(z))) throw Unsupported(ctx.op + " of this form");
+  return {b.op1("stablehlo.abs", {z}, TensorType{out.dtype, out.dims})};
+}
+
 std::vector<Value> lower_abs(Context& ctx) {
+  if (ctx.arg(0).kind == Arg::Kind::Tensor && is_complex(ctx.b.dtype(ctx.tensor(0)))) return complex_magnitude(ctx);
   ElementwiseResult r = result_of(ctx);
   Value x = operand_as(ctx, 0, r.dtype, r.dims);
   if (r.dtype == DType::Bool || is_unsigned(r.dtype)) return {x};
@@ -182,7 +192,20 @@ std::vector<Value> lower_sign(Context& ctx) {
   return {b.sub(positive, b.convert(b.compare(x, zero, "LT"), r.dtype))};
 }
 TPU_LOWERING("sign", lower_sign);
-TPU_LOWERING("sgn", lower_sign);
+
+// sgn: sign for real tensors, z / |z| (0 at 0) for complex ones.
+std::vector<Value> lower_sgn(Context& ctx) {
+  ElementwiseResult r = complex_closed_result_of(ctx);
+  if (!is_complex(r.dtype)) return lower_sign(ctx);
+  Builder& b = ctx.b;
+  Value z = operand_as(ctx, 0, r.dtype, r.dims);
+  TensorType part{complex_part_dtype(r.dtype), r.dims};
+  Value size = b.op1("stablehlo.abs", {z}, part);
+  Value at_zero = b.compare(size, b.zeros(part), "EQ");
+  Value divisor = b.op1("stablehlo.complex", {b.select(at_zero, b.full(1, part), size), b.zeros(part)}, b.type(z));
+  return {b.select(at_zero, b.zeros(b.type(z)), b.div(z, divisor))};
+}
+TPU_LOWERING("sgn", lower_sgn);
 
 // floor, ceil, round and trunc are the identity on integers.
 template <FloatFn fn>
@@ -251,6 +274,14 @@ std::vector<Value> lower_float_class(Context& ctx) {
   Builder& b = ctx.b;
   Value x = b.broadcast_to(ctx.tensor(0), out.dims);
   DType in = b.dtype(x);
+  if (is_complex(in) && (kind == FloatClass::Nan || kind == FloatClass::Inf)) {
+    // A complex number is nan (inf) where either part is, as CPU's kernels test it.
+    TensorType part{complex_part_dtype(in), out.dims};
+    Value real = b.op1("stablehlo.real", {x}, part), imag = b.op1("stablehlo.imag", {x}, part);
+    Value inf = b.full(std::numeric_limits<double>::infinity(), part);
+    auto test = [&](Value v) { return kind == FloatClass::Nan ? is_nan(b, v) : b.compare(op(b, "abs", v), inf, "EQ"); };
+    return {b.convert(op(b, "or", test(real), test(imag)), out.dtype)};
+  }
   reject_complex(ctx, in);
   Value result;
   if (!is_floating(in)) {

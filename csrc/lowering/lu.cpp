@@ -1,7 +1,8 @@
 // LU factorization with partial pivoting, as LAPACK's getrf computes it, and what PyTorch builds
 // on it: linalg_lu_factor_ex, linalg_lu_solve, _linalg_solve_ex (linalg.solve), linalg_inv_ex,
 // _linalg_det, _linalg_slogdet, lu_unpack and linalg_lu. Their backward formulas are PyTorch's, in terms of
-// these ops and triangular solves. Real dtypes; complex ones take the CPU.
+// these ops and triangular solves. Real and complex dtypes (complex determinants take the CPU); a
+// complex pivot is the largest |re| + |im|, as LAPACK's izamax picks it.
 //
 // StableHLO has no LU op. The factorization is a while loop over the columns whose steps are
 // masked whole-matrix updates, so one program serves every batch and the pivot of each matrix is
@@ -49,6 +50,24 @@ Value swap_entries(Builder& b, Value x, int64_t dim, Value k, Value p) {
   return b.select(at_k, entry_p, b.select(at_p, entry_k, x));
 }
 
+// What LU serves: real_matrix_dtype's dtypes, complex64 and complex128.
+DType factorable_dtype(const Context& ctx, Value a) {
+  DType dtype = ctx.b.dtype(a);
+  return is_complex(dtype) ? dtype : real_matrix_dtype(ctx, a);
+}
+
+// |re z| or |im z| of a complex z.
+Value absolute_part(Builder& b, Value z, const char* part) {
+  return op(b, "abs", b.op1(part, {z}, {complex_part_dtype(b.dtype(z)), b.dims(z)}));
+}
+
+Value conjugate(Builder& b, Value z) {
+  if (!is_complex(b.dtype(z))) return z;
+  TensorType part{complex_part_dtype(b.dtype(z)), b.dims(z)};
+  return b.op1("stablehlo.complex", {b.op1("stablehlo.real", {z}, part), op(b, "negate", b.op1("stablehlo.imag", {z}, part))},
+               b.type(z));
+}
+
 struct Factorization {
   Value lu;           // [..., m, n]: U on and above the diagonal, L's multipliers below
   Value pivots;       // i32 [..., min(m, n)], 1-based: row k was exchanged with row pivots[k] - 1
@@ -78,8 +97,11 @@ Factorization lu_factor(Builder& b, Value a) {
     Value column = r.reshape(r.dynamic_slice(lu, column_start, column_dims), appended(batch, {m}));
     Value rows = r.iota(rows_type, rank - 2);
     Value candidate = r.compare(rows, everywhere(r, k, r.dims(rows)), "GE");
-    Value magnitude = r.select(candidate, op(r, "abs", column), r.full(-1.0, r.type(column)));
-    Value largest = r.reduce(magnitude, r.constant(-2.0, dtype), {rank - 2}, "stablehlo.maximum");
+    Value size = is_complex(dtype) ? r.add(absolute_part(r, column, "stablehlo.real"),
+                                           absolute_part(r, column, "stablehlo.imag"))
+                                   : op(r, "abs", column);
+    Value magnitude = r.select(candidate, size, r.full(-1.0, r.type(size)));
+    Value largest = r.reduce(magnitude, r.constant(-2.0, r.dtype(size)), {rank - 2}, "stablehlo.maximum");
     Value is_largest = r.compare(magnitude, r.broadcast_in_dim(largest, r.dims(magnitude), all_dims(rank - 2)), "EQ");
     Value m_value = r.constant(static_cast<double>(m), DType::I32);
     Value p = r.reduce(r.select(is_largest, rows, everywhere(r, m_value, r.dims(rows))), m_value, {rank - 2},
@@ -179,6 +201,12 @@ Value lu_solve(Builder& b, Value lu, Value permutation, Value rhs, bool transpos
   return take_rows(b, z, inverse_permutation(b, permutation));
 }
 
+// X with op(A) X = B, op(A) = A, A^T, conj(A) or A^H: conj(A) X = B is A conj(X) = conj(B).
+Value lu_solve(Builder& b, Value lu, Value permutation, Value rhs, bool transpose, bool conjugated) {
+  if (!conjugated || !is_complex(b.dtype(lu))) return lu_solve(b, lu, permutation, rhs, transpose);
+  return conjugate(b, lu_solve(b, lu, permutation, conjugate(b, rhs), transpose));
+}
+
 // The results of an op on empty matrices: each output `i` filled with fills[i] (det of a 0x0
 // matrix is 1; everything else is empty or zero).
 std::vector<Value> filled_outputs(Context& ctx, const std::vector<double>& fills) {
@@ -193,11 +221,15 @@ std::vector<Value> filled_outputs(Context& ctx, const std::vector<double>& fills
 // CPU's. (Its solve factors A itself.)
 bool factors_transpose(const Context& ctx) { return ctx.args.at(0).contiguous; }
 
-// The square matrix operand `i`, broadcast to `batch`.
-Value square_operand(Context& ctx, size_t i, const Dims& batch) {
+// The square matrix operand `i`, broadcast to `batch`; complex only where `complex_too`.
+Value square_operand(Context& ctx, size_t i, const Dims& batch, bool complex_too = false) {
   Builder& b = ctx.b;
   Value a = ctx.tensor(i);
-  real_matrix_dtype(ctx, a);
+  if (complex_too) {
+    factorable_dtype(ctx, a);
+  } else {
+    real_matrix_dtype(ctx, a);
+  }
   const Dims& dims = b.dims(a);
   if (dims.size() < 2 || dims.back() != dims[dims.size() - 2]) throw Unsupported(ctx.op + " of a non-square matrix");
   int64_t n = dims.back();
@@ -208,7 +240,7 @@ Value square_operand(Context& ctx, size_t i, const Dims& batch) {
 std::vector<Value> lower_linalg_lu_factor_ex(Context& ctx) {
   Builder& b = ctx.b;
   Value a = ctx.tensor(0);
-  real_matrix_dtype(ctx, a);
+  factorable_dtype(ctx, a);
   if (b.rank(a) < 2 || !ctx.bool_arg(1, true)) throw Unsupported(ctx.op + " without pivoting");
   if (numel(b.dims(a)) == 0) return filled_outputs(ctx, {0, 0, 0});
   Factorization f = lu_factor(b, a);
@@ -223,7 +255,7 @@ std::vector<Value> lower_linalg_lu_solve(Context& ctx) {
   if (out.size() < 2) throw Unsupported(ctx.op + " of a non-matrix operand");
   if (numel(out) == 0) return filled_outputs(ctx, {0});
   Dims batch = matrix_batch(out);
-  Value lu = square_operand(ctx, 0, batch);
+  Value lu = square_operand(ctx, 0, batch, true);
   int64_t n = b.dims(lu).back();
   Value pivots = b.broadcast_to(ctx.tensor(1), appended(batch, {n}));
   Value rhs = ctx.tensor(2);
@@ -231,9 +263,9 @@ std::vector<Value> lower_linalg_lu_solve(Context& ctx) {
   bool left = ctx.bool_arg(3, true), adjoint = ctx.bool_arg(4, false);
   rhs = b.broadcast_to(rhs, out);
   Value permutation = permutation_of(b, pivots, n);
-  // X A = B is A^T X^T = B^T.
-  if (left) return {as_output(ctx, lu_solve(b, lu, permutation, rhs, adjoint))};
-  return {as_output(ctx, swap_last_two(b, lu_solve(b, lu, permutation, swap_last_two(b, rhs), !adjoint)))};
+  // X A = B is A^T X^T = B^T, and X A^H = B is conj(A) X^T = B^T.
+  if (left) return {as_output(ctx, lu_solve(b, lu, permutation, rhs, adjoint, adjoint))};
+  return {as_output(ctx, swap_last_two(b, lu_solve(b, lu, permutation, swap_last_two(b, rhs), !adjoint, adjoint)))};
 }
 
 // _linalg_solve_ex(A, B, left, check_errors) -> (X, LU, pivots, info); B is a vector (one
@@ -244,7 +276,7 @@ std::vector<Value> lower_linalg_solve_ex(Context& ctx) {
   const Dims& lu_dims = ctx.outputs.at(1).dims;
   if (lu_dims.size() < 2) throw Unsupported(ctx.op + " of a non-matrix operand");
   if (numel(lu_dims) == 0) return filled_outputs(ctx, {0, 0, 0, 0});
-  Value a = square_operand(ctx, 0, matrix_batch(lu_dims));
+  Value a = square_operand(ctx, 0, matrix_batch(lu_dims), true);
   Value rhs = ctx.tensor(1);
   if (b.dtype(rhs) != b.dtype(a)) throw Unsupported(ctx.op + " with mixed dtypes");
   bool vector = out.size() == lu_dims.size() - 1, left = ctx.bool_arg(2, true);
@@ -270,7 +302,7 @@ std::vector<Value> lower_linalg_inv_ex(Context& ctx) {
   const Dims& out = ctx.outputs.at(0).dims;
   if (out.size() < 2) throw Unsupported(ctx.op + " of a non-matrix operand");
   if (numel(out) == 0) return filled_outputs(ctx, {0, 0});
-  Value a = square_operand(ctx, 0, matrix_batch(out));
+  Value a = square_operand(ctx, 0, matrix_batch(out), true);
   Factorization f = lu_factor(b, a);
   Value identity = identity_matrices(b, b.type(a));
   return {as_output(ctx, lu_solve(b, f.lu, f.permutation, identity, false), 0), as_output(ctx, f.info, 1)};
@@ -356,7 +388,7 @@ std::vector<Value> as_outputs(Context& ctx, const std::vector<Value>& values) {
 std::vector<Value> lower_lu_unpack(Context& ctx) {
   Builder& b = ctx.b;
   Value lu = ctx.tensor(0);
-  real_matrix_dtype(ctx, lu);
+  factorable_dtype(ctx, lu);
   if (!ctx.bool_arg(2, true) || !ctx.bool_arg(3, true)) throw Unsupported(ctx.op + " of part of a factorization");
   const Dims& dims = b.dims(lu);
   if (dims.size() < 2) throw Unsupported(ctx.op + " of a non-matrix operand");
@@ -370,7 +402,7 @@ std::vector<Value> lower_lu_unpack(Context& ctx) {
 std::vector<Value> lower_linalg_lu(Context& ctx) {
   Builder& b = ctx.b;
   Value a = ctx.tensor(0);
-  real_matrix_dtype(ctx, a);
+  factorable_dtype(ctx, a);
   if (b.rank(a) < 2 || !ctx.bool_arg(1, true)) throw Unsupported(ctx.op + " without pivoting");
   if (numel(b.dims(a)) == 0) return {identity_matrices(b, ctx.out_type(0)), b.zeros(ctx.out_type(1)), b.zeros(ctx.out_type(2))};
   Factorization f = lu_factor(b, a);

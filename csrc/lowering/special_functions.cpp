@@ -284,11 +284,18 @@ std::vector<Value> lower_heaviside(Context& ctx) {
 }
 
 
-// angle(self) of a real tensor: pi for negative numbers, 0 otherwise, NaN stays NaN.
+// angle(self): atan2(im, re) of a complex tensor, in its real dtype; of a real one pi for
+// negative numbers, 0 otherwise, NaN stays NaN.
 std::vector<Value> lower_angle(Context& ctx) {
-  ElementwiseResult r = float_result_of(ctx);
   Builder& b = ctx.b;
-  if (is_complex(b.dtype(ctx.tensor(0)))) throw Unsupported("angle of a complex tensor");
+  if (is_complex(b.dtype(ctx.tensor(0)))) {
+    Value z = ctx.tensor(0);
+    const Output& out = ctx.outputs.at(0);
+    TensorType part{complex_part_dtype(b.dtype(z)), b.dims(z)};
+    if (out.dims != part.dims || out.dtype != part.dtype) throw Unsupported("angle of this form");
+    return {b.binary("stablehlo.atan2", b.op1("stablehlo.imag", {z}, part), b.op1("stablehlo.real", {z}, part))};
+  }
+  ElementwiseResult r = float_result_of(ctx);
   Value x = arg_as(ctx, 0, r);
   Value angle = b.select(b.compare(x, splat(b, 0, x), "LT"), splat(b, M_PI, x), splat(b, 0, x));
   return finish(ctx, r, b.select(b.compare(x, x, "NE"), x, angle));
