@@ -66,16 +66,16 @@ def test_fallback_can_be_an_error():
 def test_in_place_fallback_writes_back_to_the_tpu_tensor(mode):
     torch_tpu.set_fallback_warnings(False)
     try:
-        cpu = torch.rand(6) + 0.5
+        cpu = torch.tensor([12, 18, 7, 9, 30, 4])
         tpu = cpu.to("tpu")
         view = tpu[1:4]
-        # igamma has no lowering yet: the in-place op runs on the CPU and writes through the view.
-        assert "igamma" not in torch_tpu.lowered_ops()
+        # gcd has no lowering yet: the in-place op runs on the CPU and writes through the view.
+        assert "gcd" not in torch_tpu.lowered_ops()
         torch_tpu.reset_fallback_counts()
-        view.igamma_(torch.full((3,), 2.0, device="tpu"))
-        assert any("igamma" in name for name in torch_tpu.fallback_counts())
+        view.gcd_(torch.full((3,), 6, device="tpu"))
+        assert any("gcd" in name for name in torch_tpu.fallback_counts())
         expected = cpu.clone()
-        expected[1:4].igamma_(torch.full((3,), 2.0))
+        expected[1:4].gcd_(torch.full((3,), 6))
         torch.testing.assert_close(tpu.cpu(), expected)
     finally:
         torch_tpu.set_fallback_warnings(True)
