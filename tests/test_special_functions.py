@@ -106,6 +106,28 @@ def test_regularized_incomplete_gamma_matches_cpu(mode, fn, dtype, no_fallback):
     torch.testing.assert_close(to_cpu(torch.igamma(a.to("tpu"), x.to("tpu"))), torch.igamma(a, x))
 
 
+BESSEL_JY = [torch.special.bessel_j0, torch.special.bessel_j1, torch.special.bessel_y0, torch.special.bessel_y1]
+
+
+@pytest.mark.parametrize("fn", BESSEL_JY, ids=lambda fn: fn.__name__)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_bessel_functions_of_the_first_and_second_kind_match_cpu(mode, fn, dtype, no_fallback):
+    # Each range: the power series near 0, the recurrence up to 25, the asymptotic expansion
+    # beyond; the zeros of J_0 (2.4048), Y_0 (0.8936) and J_1 (3.8317) inside; the ends.
+    x = torch.tensor(BESSEL_X + [2.4048, 0.8936, 3.8317, 24.99, 25.01, 1e-6, 3e-5], dtype=dtype)
+    x = torch.cat([x, torch.linspace(0.01, 60, 397, dtype=dtype)])
+    # CPU's kernels are fits good to about 1e-7 (3e-7 off near x = 5 in float64, 2e-6 at 1e4 in
+    # float32); the identity below checks the tpu's float64 values to rounding.
+    torch.testing.assert_close(to_cpu(fn(x.to("tpu"))), fn(x), equal_nan=True, atol=3e-6, rtol=1e-4)
+
+
+def test_bessel_functions_of_both_kinds_satisfy_the_wronskian_to_rounding(mode, no_fallback):
+    # J_1(x) Y_0(x) - J_0(x) Y_1(x) = 2 / (pi x): an identity no fit satisfies to rounding by chance.
+    x = torch.cat([torch.logspace(-4, 1, 60, dtype=torch.float64), torch.linspace(10.5, 200, 120, dtype=torch.float64)])
+    j0, j1, y0, y1 = (to_cpu(fn(x.to("tpu"))) for fn in BESSEL_JY)
+    torch.testing.assert_close((j1 * y0 - j0 * y1) * (torch.pi * x / 2), torch.ones_like(x), atol=0, rtol=1e-13)
+
+
 def test_i0_in_half_precision_rounds_like_cpu(mode, no_fallback):
     x = torch.linspace(-12, 12, 97)
     for dtype in (torch.float16, torch.bfloat16):
