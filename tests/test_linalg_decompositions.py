@@ -261,9 +261,9 @@ def test_eig_of_defective_and_zero_matrices_stays_finite(mode, no_fallback):
         torch.testing.assert_close(a.to(vectors.dtype) @ vectors, vectors * values.unsqueeze(-2))
 
 
-def test_eig_gradient_of_a_phase_free_loss_matches_cpu(mode):
+def test_eig_gradient_of_a_phase_free_loss_matches_cpu(mode, no_fallback):
     # The eigenvalues, and the vectors' magnitudes: a loss their phases cannot change, as PyTorch
-    # requires of eig's gradient. (The backward solves complex systems, which take the CPU.)
+    # requires of eig's gradient (which solves complex systems: complex LU on the device).
     def grad(device):
         a = matrix(4, 4, seed=11).to(device).requires_grad_()
         values, vectors = torch.linalg.eig(a)
