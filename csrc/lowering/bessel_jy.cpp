@@ -69,9 +69,9 @@ Bessel by_recurrence(Builder& b, Value x) {
                                  r.select(r.compare(m, r.constant(0, DType::I32), "EQ"), one, zero));
     Value y0_weight = r.select(even_positive, alternating(r.select(even_positive, half, one)), zero);
     Value upper = r.add(half, one);  // (m + 1) / 2 for odd m
-    Value y1_weight = r.sub(alternating(upper), r.select(r.compare(half, zero, "GT"), alternating(r.select(
-                                                             r.compare(half, zero, "GT"), half, one)), zero));
-    y1_weight = r.select(odd, y1_weight, zero);
+    Value has_lower = r.compare(half, zero, "GT");  // m >= 3
+    Value lower_term = r.select(has_lower, alternating(r.select(has_lower, half, one)), zero);
+    Value y1_weight = r.select(odd, r.sub(alternating(upper), lower_term), zero);
     Value norm = r.add(s[2], r.mul(r.broadcast_to(norm_weight, r.dims(x)), previous));
     Value y0_sum = r.add(s[3], r.mul(r.broadcast_to(y0_weight, r.dims(x)), previous));
     Value y1_sum = r.add(s[4], r.mul(r.broadcast_to(y1_weight, r.dims(x)), previous));

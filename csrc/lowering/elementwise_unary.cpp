@@ -154,11 +154,7 @@ TPU_LOWERING("neg", lower_neg);
 std::vector<Value> lower_conj_physical(Context& ctx) {
   ElementwiseResult r = complex_closed_result_of(ctx);
   Builder& b = ctx.b;
-  Value x = operand_as(ctx, 0, r.dtype, r.dims);
-  if (!is_complex(r.dtype)) return {x};
-  TensorType part{complex_part_dtype(r.dtype), r.dims};
-  Value real = b.op1("stablehlo.real", {x}, part), imag = b.op1("stablehlo.imag", {x}, part);
-  return {b.op1("stablehlo.complex", {real, op(b, "negate", imag)}, TensorType{r.dtype, r.dims})};
+  return {conjugate(b, operand_as(ctx, 0, r.dtype, r.dims))};
 }
 TPU_LOWERING("conj_physical", lower_conj_physical);
 

@@ -22,21 +22,16 @@ namespace {
 
 using hlo::Builder;
 
-DType part_of(DType complex) { return complex == DType::C128 ? DType::F64 : DType::F32; }
 
 // The smallest normal number of a real dtype.
 double smallest_normal(DType real) {
   return real == DType::F64 ? std::numeric_limits<double>::min() : std::numeric_limits<float>::min();
 }
 
-Value real_part(Builder& b, Value z) { return b.op1("stablehlo.real", {z}, {part_of(b.dtype(z)), b.dims(z)}); }
-Value imag_part(Builder& b, Value z) { return b.op1("stablehlo.imag", {z}, {part_of(b.dtype(z)), b.dims(z)}); }
-Value magnitude(Builder& b, Value z) { return b.op1("stablehlo.abs", {z}, {part_of(b.dtype(z)), b.dims(z)}); }
+Value real_part(Builder& b, Value z) { return b.op1("stablehlo.real", {z}, {complex_part_dtype(b.dtype(z)), b.dims(z)}); }
+Value magnitude(Builder& b, Value z) { return b.op1("stablehlo.abs", {z}, {complex_part_dtype(b.dtype(z)), b.dims(z)}); }
 Value as_complex(Builder& b, Value x, DType complex) {
   return b.op1("stablehlo.complex", {x, b.zeros(b.type(x))}, {complex, b.dims(x)});
-}
-Value conjugate(Builder& b, Value z) {
-  return b.op1("stablehlo.complex", {real_part(b, z), op(b, "negate", imag_part(b, z))}, b.type(z));
 }
 
 // x [B, n, n] times y [B, n, k], and x^H y.
@@ -81,7 +76,7 @@ Value element_at(Builder& b, Value x, Value i, Value j) {
 std::pair<Value, Value> hessenberg(Builder& b, Value a) {
   const Dims& dims = b.dims(a);
   int64_t batch = dims[0], n = dims[1];
-  DType dtype = b.dtype(a), real = part_of(dtype);
+  DType dtype = b.dtype(a), real = complex_part_dtype(dtype);
   Value z = identity_matrices(b, b.type(a));
   if (n < 3) return {a, z};
   TensorType counter{DType::I32, {}};
@@ -127,7 +122,7 @@ std::pair<Value, Value> hessenberg(Builder& b, Value a) {
 std::pair<Value, Value> schur_form(Builder& b, Value h, Value z) {
   const Dims& dims = b.dims(h);
   int64_t batch = dims[0], n = dims[1];
-  DType dtype = b.dtype(h), real = part_of(dtype);
+  DType dtype = b.dtype(h), real = complex_part_dtype(dtype);
   double eps = machine_epsilon(real);
   if (n < 2) return {h, z};
   TensorType counter{DType::I32, {}}, per_batch{DType::I32, {batch}};
@@ -256,7 +251,7 @@ std::pair<Value, Value> schur_form(Builder& b, Value h, Value z) {
 Value triangular_eigenvectors(Builder& b, Value t) {
   const Dims& dims = b.dims(t);
   int64_t batch = dims[0], n = dims[1];
-  DType dtype = b.dtype(t), real = part_of(dtype);
+  DType dtype = b.dtype(t), real = complex_part_dtype(dtype);
   TensorType index{DType::I32, dims};
   Value diagonal_mask = b.compare(b.iota(index, 1), b.iota(index, 2), "EQ");
   Value diagonal = b.reduce(b.select(diagonal_mask, t, b.zeros(b.type(t))), b.zeros({dtype, {}}), {1},
@@ -296,7 +291,7 @@ Value triangular_eigenvectors(Builder& b, Value t) {
 // (the first of equal largest ones), as geev returns them.
 Value normalized_as_lapack(Builder& b, Value v) {
   const Dims& dims = b.dims(v);
-  DType dtype = b.dtype(v), real = part_of(dtype);
+  DType dtype = b.dtype(v), real = complex_part_dtype(dtype);
   Value size = magnitude(b, v), squares = b.mul(size, size);
   Value norm = op(b, "sqrt", b.reduce(squares, b.constant(0, real), {1}, "stablehlo.add"));  // [B, n]
   Value safe = b.select(b.compare(norm, b.zeros(b.type(norm)), "GT"), norm, b.full(1, b.type(norm)));

@@ -69,6 +69,14 @@ DType accumulation_type(DType dtype) {
 DType complex_part_dtype(DType complex) { return complex == DType::C128 ? DType::F64 : DType::F32; }
 DType complex_dtype_of_parts(DType part) { return part == DType::F64 ? DType::C128 : DType::C64; }
 
+Value conjugate(hlo::Builder& b, Value z) {
+  if (!is_complex(b.dtype(z))) return z;
+  TensorType part{complex_part_dtype(b.dtype(z)), b.dims(z)};
+  Value imag = b.op1("stablehlo.imag", {z}, part);
+  Value negated = b.op1("stablehlo.negate", {imag}, part);
+  return b.op1("stablehlo.complex", {b.op1("stablehlo.real", {z}, part), negated}, b.type(z));
+}
+
 Value cast_to(hlo::Builder& b, Value x, DType dtype, const Dims& dims) {
   return b.broadcast_to(b.convert(x, dtype), dims);
 }

@@ -20,6 +20,8 @@ DType accumulation_type(DType dtype);
 // The dtype of a complex dtype's real and imaginary parts (complex64 -> f32), and back.
 DType complex_part_dtype(DType complex);
 DType complex_dtype_of_parts(DType part);
+// (re, -im) of a complex value; a real one as it is.
+Value conjugate(hlo::Builder& b, Value z);
 
 // The value of args[i] converted to `dtype` and broadcast to `dims`.
 Value operand_as(Context& ctx, size_t i, DType dtype, const Dims& dims);

@@ -61,13 +61,6 @@ Value absolute_part(Builder& b, Value z, const char* part) {
   return op(b, "abs", b.op1(part, {z}, {complex_part_dtype(b.dtype(z)), b.dims(z)}));
 }
 
-Value conjugate(Builder& b, Value z) {
-  if (!is_complex(b.dtype(z))) return z;
-  TensorType part{complex_part_dtype(b.dtype(z)), b.dims(z)};
-  return b.op1("stablehlo.complex", {b.op1("stablehlo.real", {z}, part), op(b, "negate", b.op1("stablehlo.imag", {z}, part))},
-               b.type(z));
-}
-
 struct Factorization {
   Value lu;           // [..., m, n]: U on and above the diagonal, L's multipliers below
   Value pivots;       // i32 [..., min(m, n)], 1-based: row k was exchanged with row pivots[k] - 1
