@@ -28,10 +28,23 @@ double smallest_normal(DType real) {
   return real == DType::F64 ? std::numeric_limits<double>::min() : std::numeric_limits<float>::min();
 }
 
-Value real_part(Builder& b, Value z) { return b.op1("stablehlo.real", {z}, {complex_part_dtype(b.dtype(z)), b.dims(z)}); }
-Value magnitude(Builder& b, Value z) { return b.op1("stablehlo.abs", {z}, {complex_part_dtype(b.dtype(z)), b.dims(z)}); }
+TensorType part_type(Builder& b, Value z) { return {complex_part_dtype(b.dtype(z)), b.dims(z)}; }
+Value real_part(Builder& b, Value z) { return b.op1("stablehlo.real", {z}, part_type(b, z)); }
+Value magnitude(Builder& b, Value z) { return b.op1("stablehlo.abs", {z}, part_type(b, z)); }
 Value as_complex(Builder& b, Value x, DType complex) {
   return b.op1("stablehlo.complex", {x, b.zeros(b.type(x))}, {complex, b.dims(x)});
+}
+
+// A real v where it is positive, 1 elsewhere: a divisor that leaves zeros alone.
+Value positive_or_one(Builder& b, Value v) {
+  return b.select(b.compare(v, b.zeros(b.type(v)), "GT"), v, b.full(1, b.type(v)));
+}
+
+// z / |z|, and 1 where z is 0.
+Value unit_phase(Builder& b, Value z) {
+  Value size = magnitude(b, z);
+  Value phase = b.div(z, as_complex(b, positive_or_one(b, size), b.dtype(z)));
+  return b.select(b.compare(size, b.zeros(b.type(size)), "EQ"), b.full(1, b.type(z)), phase);
 }
 
 // x [B, n, n] times y [B, n, k], and x^H y.
@@ -95,17 +108,12 @@ std::pair<Value, Value> hessenberg(Builder& b, Value a) {
                                           "stablehlo.add"));                                        // [B]
     Value first = r.select(r.compare(rows, below, "EQ"), x, r.zeros(r.type(x)));
     Value alpha = r.reduce(first, r.zeros({dtype, {}}), {1, 2}, "stablehlo.add");                    // [B]
-    Value alpha_size = magnitude(r, alpha);
-    Value unit_zero = r.compare(alpha_size, r.zeros(r.type(alpha_size)), "EQ");
-    Value phase = r.select(unit_zero, r.full(1, r.type(alpha)),
-                           r.div(alpha, as_complex(r, r.select(unit_zero, r.full(1, r.type(alpha_size)), alpha_size),
-                                                   dtype)));
-    Value shift = r.broadcast_in_dim(r.mul(phase, as_complex(r, x_norm, dtype)), {batch, n, 1}, {0});
+    Value shift = r.broadcast_in_dim(r.mul(unit_phase(r, alpha), as_complex(r, x_norm, dtype)), {batch, n, 1}, {0});
     Value v = r.add(x, r.select(r.compare(rows, below, "EQ"), shift, r.zeros(r.type(x))));
     Value v_size = magnitude(r, v);
     Value v_norm = op(r, "sqrt", r.reduce(r.mul(v_size, v_size), r.constant(0, real), {1, 2}, "stablehlo.add"));
-    Value safe = r.select(r.compare(v_norm, r.zeros(r.type(v_norm)), "GT"), v_norm, r.full(1, r.type(v_norm)));
-    Value w = r.div(v, as_complex(r, r.broadcast_in_dim(safe, {batch, n, 1}, {0}), dtype));  // unit, or zero
+    // Unit, or zero where the column is already reduced.
+    Value w = r.div(v, as_complex(r, r.broadcast_in_dim(positive_or_one(r, v_norm), {batch, n, 1}, {0}), dtype));
     Value two = r.full(2, {dtype, {batch, n, 1}});
     // H <- P H P and Z <- Z P with P = I - 2 w w^H.
     h = r.sub(h, batched_product(r, r.mul(two, w), adjoint_product(r, w, h)));
@@ -149,7 +157,8 @@ std::pair<Value, Value> schur_form(Builder& b, Value h, Value z) {
     Value first_root = r.add(mean, root), second_root = r.sub(mean, root);
     Value shift = r.select(r.compare(magnitude(r, r.sub(first_root, d)), magnitude(r, r.sub(second_root, d)), "LE"),
                            first_root, second_root);
-    Value exceptional = r.compare(op(r, "remainder", r.add(stalled, one), r.full(10, per_batch)), r.zeros(per_batch), "EQ");
+    Value tenth = op(r, "remainder", r.add(stalled, one), r.full(10, per_batch));
+    Value exceptional = r.compare(tenth, r.zeros(per_batch), "EQ");
     Value kick = r.add(d, as_complex(r, r.mul(r.full(1.5, {real, {batch}}), magnitude(r, c)), dtype));
     shift = r.select(exceptional, kick, shift);
     // H - shift I on the active block's diagonal.
@@ -175,13 +184,9 @@ std::pair<Value, Value> schur_form(Builder& b, Value h, Value z) {
       Value rotate = op(q, "and", q.compare(q.add(kk, q.full(1, per_batch)), m, "LT"),
                         q.compare(norm, q.zeros(q.type(norm)), "GT"));
       Value safe_norm = q.select(rotate, norm, q.full(1, q.type(norm)));
-      Value top_zero = q.compare(top_size, q.zeros(q.type(top_size)), "EQ");
       Value cosine = q.select(rotate, q.div(top_size, safe_norm), q.full(1, q.type(norm)));
-      Value top_phase = q.select(top_zero, q.full(1, q.type(top)),
-                                 q.div(top, as_complex(q, q.select(top_zero, q.full(1, q.type(top_size)), top_size),
-                                                       dtype)));
-      Value sine = q.select(rotate, q.div(q.mul(top_phase, conjugate(q, low)), as_complex(q, safe_norm, dtype)),
-                            q.zeros(q.type(top)));
+      Value sine = q.div(q.mul(unit_phase(q, top), conjugate(q, low)), as_complex(q, safe_norm, dtype));
+      sine = q.select(rotate, sine, q.zeros(q.type(top)));
       Dims pair_dims{batch, 1, n};
       Value cb = as_complex(q, q.broadcast_in_dim(cosine, pair_dims, {0}), dtype);
       Value sb = q.broadcast_in_dim(sine, pair_dims, {0});
@@ -282,7 +287,8 @@ Value triangular_eigenvectors(Builder& b, Value t) {
     Value solved = op(r, "negate", r.div(sum, difference));
     Value new_row = r.select(right_of, solved,
                              r.select(r.compare(columns, ii, "EQ"), r.full(1, r.type(row)), r.zeros(r.type(row))));
-    return std::vector<Value>{r.dynamic_update_slice(s[0], new_row, {zero, i, zero}), r.sub(i, r.constant(1, DType::I32))};
+    return std::vector<Value>{r.dynamic_update_slice(s[0], new_row, {zero, i, zero}),
+                              r.sub(i, r.constant(1, DType::I32))};
   });
   return b.op("stablehlo.while", {y, b.constant(static_cast<double>(n - 2), DType::I32)}, state, "", {cond, body})[0];
 }
@@ -294,7 +300,6 @@ Value normalized_as_lapack(Builder& b, Value v) {
   DType dtype = b.dtype(v), real = complex_part_dtype(dtype);
   Value size = magnitude(b, v), squares = b.mul(size, size);
   Value norm = op(b, "sqrt", b.reduce(squares, b.constant(0, real), {1}, "stablehlo.add"));  // [B, n]
-  Value safe = b.select(b.compare(norm, b.zeros(b.type(norm)), "GT"), norm, b.full(1, b.type(norm)));
   Value largest = b.reduce(squares, b.constant(0, real), {1}, "stablehlo.maximum");
   TensorType index{DType::I32, dims};
   Value rows = b.iota(index, 1);
@@ -303,13 +308,7 @@ Value normalized_as_lapack(Builder& b, Value v) {
                              b.constant(static_cast<double>(dims[1]), DType::I32), {1}, "stablehlo.minimum");
   Value pick = b.compare(rows, b.broadcast_in_dim(first_row, dims, {0, 2}), "EQ");
   Value component = b.reduce(b.select(pick, v, b.zeros(b.type(v))), b.zeros({dtype, {}}), {1}, "stablehlo.add");
-  Value component_size = magnitude(b, component);
-  Value zero_component = b.compare(component_size, b.zeros(b.type(component_size)), "EQ");
-  Value phase = b.select(zero_component, b.full(1, b.type(component)),
-                         b.div(conjugate(b, component),
-                               as_complex(b, b.select(zero_component, b.full(1, b.type(component_size)), component_size),
-                                          dtype)));
-  Value scale = b.div(phase, as_complex(b, safe, dtype));
+  Value scale = b.div(conjugate(b, unit_phase(b, component)), as_complex(b, positive_or_one(b, norm), dtype));
   Value scaled = b.mul(v, b.broadcast_in_dim(scale, dims, {0, 2}));
   // The picked component exactly real, as geev sets it.
   Value real_only = as_complex(b, real_part(b, scaled), dtype);
