@@ -1,9 +1,16 @@
-"""Host overhead per small elementwise op: tpu in strict (and debug) mode next to PyTorch CPU eager.
+"""Host overhead per small op: tpu in each eager mode next to PyTorch CPU eager.
 
-Each figure is the median over batches of µs per `x + y` on 16-element float32 tensors, measured
-after a warm-up that compiles the op's program. A batch ends with a synchronize, so queued device
-work is included. The last line is JSON: strict_us_per_op, cpu_us_per_op, ratio (strict / cpu),
-debug_us_per_op, and the platform.
+- strict_us_per_op, debug_us_per_op: the median over batches of µs per `x + y` on 16-element
+  float32 tensors, after a warm-up that compiles the op's program; a batch ends with a
+  synchronize, so queued device work is included.
+- fused_record_us_per_op: the same ops recorded in defer_and_fuse, the time of the recording alone
+  (each batch's graph is run after the clock stops).
+- optimizer_step_host_ms: host time of the reference decoder's AdamW (foreach) step in
+  defer_and_fuse, recording only (the step's graph runs after the clock stops).
+- cpu_us_per_op, cpu_optimizer_step_ms: the same on PyTorch CPU eager, and each tpu figure's
+  ratio to its CPU figure (`*_over_cpu`).
+
+The last line is JSON.
 """
 import argparse
 import json
@@ -11,18 +18,43 @@ import statistics
 import time
 
 import torch
+import torch.nn.functional as F
 
 import torch_tpu
+from torch_tpu.reference_models import Decoder
 
 
-def per_op_us(x, y, batches, ops_per_batch, sync):
+def per_op_us(x, y, batches, ops_per_batch, sync, timed_sync=True):
     samples = []
     for _ in range(batches):
         start = time.perf_counter()
         for _ in range(ops_per_batch):
             x + y
-        sync()
+        if timed_sync:
+            sync()
         samples.append((time.perf_counter() - start) / ops_per_batch * 1e6)
+        if not timed_sync:
+            sync()
+    return statistics.median(samples)
+
+
+def optimizer_step_ms(device, steps, sync):
+    """The host time of AdamW's step over the reference decoder's parameters (4 layers, d256)."""
+    torch.manual_seed(0)
+    model = Decoder(512, 256, 4, 4, 64).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    tokens = torch.randint(0, 512, (2, 65)).to(device)
+    logits = model(tokens[:, :-1])
+    F.cross_entropy(logits.reshape(-1, 512), tokens[:, 1:].reshape(-1)).backward()
+    samples = []
+    for step in range(steps + 3):  # the first steps create the state and compile
+        sync()
+        start = time.perf_counter()
+        optimizer.step()
+        elapsed = time.perf_counter() - start
+        sync()
+        if step >= 3:
+            samples.append(elapsed * 1e3)
     return statistics.median(samples)
 
 
@@ -30,6 +62,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=25)
     parser.add_argument("--ops", type=int, default=400, help="ops per batch")
+    parser.add_argument("--steps", type=int, default=20, help="optimizer steps timed")
     args = parser.parse_args()
 
     cpu_x, cpu_y = torch.randn(16), torch.randn(16)
@@ -40,11 +73,19 @@ def main():
             per_op_us(tpu_x, tpu_y, 2, 50, torch.tpu.synchronize)  # compile + warm up
             results[f"{mode}_us_per_op"] = round(
                 per_op_us(tpu_x, tpu_y, args.batches, args.ops, torch.tpu.synchronize), 2)
+    with torch_tpu.eager_mode("defer_and_fuse"):
+        per_op_us(tpu_x, tpu_y, 2, args.ops, torch.tpu.synchronize, timed_sync=False)
+        results["fused_record_us_per_op"] = round(
+            per_op_us(tpu_x, tpu_y, args.batches, args.ops, torch.tpu.synchronize, timed_sync=False), 2)
+        results["optimizer_step_host_ms"] = round(optimizer_step_ms("tpu", args.steps, torch.tpu.synchronize), 3)
     per_op_us(cpu_x, cpu_y, 2, 50, lambda: None)
     results["cpu_us_per_op"] = round(per_op_us(cpu_x, cpu_y, args.batches, args.ops, lambda: None), 2)
-    results["ratio"] = round(results["strict_us_per_op"] / results["cpu_us_per_op"], 2)
-    for key in ("strict_us_per_op", "debug_us_per_op", "cpu_us_per_op", "ratio"):
-        print(f"{key:>18}: {results[key]}")
+    results["cpu_optimizer_step_ms"] = round(optimizer_step_ms("cpu", args.steps, lambda: None), 3)
+    for key in ("strict_us_per_op", "debug_us_per_op", "fused_record_us_per_op"):
+        results[key.replace("_us_per_op", "_over_cpu")] = round(results[key] / results["cpu_us_per_op"], 2)
+    results["optimizer_step_host_over_cpu"] = round(results["optimizer_step_host_ms"] / results["cpu_optimizer_step_ms"], 2)
+    for key, value in results.items():
+        print(f"{key:>30}: {value}")
     print(json.dumps(results))
 
 

@@ -25,7 +25,7 @@ from torch_tpu import _torch_patches as patches
 PATCHES = ["backward_follows_the_caller", "grouped_mm_meta_any_float", "gru_cell_meta",
            "dynamo_device_interface", "pickling_refuses_tpu", "queue_put_refuses_tpu",
            "dlpack_refuses_tpu", "plain_compile_routes_tpu_graphs", "module_apply_keeps_ties",
-           "flex_attention_accepts_tpu"]
+           "optimizer_step_as_one_program", "flex_attention_accepts_tpu"]
 
 
 def original_of(symbol, patch):
@@ -56,6 +56,7 @@ def test_applying_again_replaces_nothing():
                        dict(ForkingPickler._extra_reducers), interfaces.TpuInterface,
                        torch._TorchCompileInductorWrapper.__call__,
                        torch.nn.attention.flex_attention._validate_device,
+                       torch.optim.Optimizer.profile_hook_step,
                        torch.ops.aten._grouped_mm.default.py_kernels[torch._C.DispatchKey.Meta])
     before = symbols()
     patches.apply()
@@ -288,6 +289,93 @@ def test_tied_parameters_stay_tied_on_tpu_as_on_cpu(mode):
     torch.testing.assert_close(moved(ids.to("tpu")).cpu(), cpu(ids))
     back = moved.cpu()
     assert back.head.weight is back.embed.weight
+
+
+# optimizer_step_as_one_program
+
+def _trained_pair(make_optimizer, steps=3, closure=False):
+    """A small model trained on CPU and a copy on tpu with the same optimizer; the tpu copy's
+    programs per step."""
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    tpu = copy.deepcopy(cpu).to("tpu")
+    x = torch.randn(5, 8)
+    programs = []
+    for model, device in ((cpu, "cpu"), (tpu, "tpu")):
+        optimizer = make_optimizer(model.parameters())
+        inputs = x.to(device)
+
+        def loss_and_backward():
+            optimizer.zero_grad()
+            loss = model(inputs).square().mean()
+            loss.backward()
+            return loss
+
+        for _ in range(steps):
+            if closure:
+                optimizer.step(loss_and_backward)
+                continue
+            loss_and_backward()
+            if device == "tpu":
+                torch.tpu.synchronize()
+                torch_tpu.reset_metrics()
+            optimizer.step()
+            if device == "tpu":
+                torch.tpu.synchronize()
+                programs.append(torch_tpu.metrics()["executions"])
+    return cpu, tpu, programs
+
+
+def test_optimizer_step_hook_signature():
+    original = original_of(torch.optim.Optimizer.profile_hook_step, "optimizer_step_as_one_program")
+    assert signature(original) == "(func)"
+
+
+@pytest.mark.parametrize("make_optimizer", [
+    lambda p: torch.optim.AdamW(p, lr=1e-2),
+    lambda p: torch.optim.SGD(p, lr=1e-2, momentum=0.9, nesterov=True),
+    lambda p: torch.optim.Adam(p, lr=1e-2, foreach=False),
+], ids=["adamw_foreach", "sgd_momentum", "adam_for_loop"])
+def test_a_strict_optimizer_step_is_one_program_and_matches_cpu(mode, make_optimizer):
+    cpu, tpu, programs = _trained_pair(make_optimizer)
+    for expected, actual in zip(cpu.parameters(), tpu.parameters()):
+        torch.testing.assert_close(actual.cpu(), expected)
+    if mode == "strict":
+        assert programs == [1, 1, 1]
+    elif mode == "debug":  # debug keeps one program per op, to name a failing one
+        assert min(programs) > 1
+
+
+def test_a_step_with_a_closure_runs_as_the_mode_runs_it(mode):
+    cpu, tpu, _ = _trained_pair(lambda p: torch.optim.LBFGS(p, lr=0.5, max_iter=4), steps=2, closure=True)
+    for expected, actual in zip(cpu.parameters(), tpu.parameters()):
+        torch.testing.assert_close(actual.cpu(), expected)
+    assert torch_tpu.get_eager_mode().name == {"strict": "DEFER_NEVER", "debug": "DEFER_NEVER_AND_LAUNCH_BLOCKING",
+                                               "defer_and_fuse": "DEFER_AND_FUSE"}[mode]
+
+
+class _DoublesThenFails(torch.optim.Optimizer):
+    def __init__(self, params):
+        super().__init__(params, {})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.mul_(2)
+        raise ValueError("this step fails after its update")
+
+
+def test_a_step_that_raises_keeps_its_update_and_the_mode(mode):
+    values = {}
+    for device in ("cpu", "tpu"):
+        p = torch.nn.Parameter(torch.arange(4.0, device=device))
+        with pytest.raises(ValueError, match="fails after its update"):
+            _DoublesThenFails([p]).step()
+        values[device] = p.detach()
+    torch.testing.assert_close(values["tpu"].cpu(), values["cpu"])
+    expected = {"strict": 1, "debug": 0, "defer_and_fuse": 2}[mode]
+    assert torch_tpu.get_eager_mode().value == expected
 
 
 # flex_attention_accepts_tpu

@@ -8,8 +8,11 @@ The mode is per thread, like autocast state, and so is the pending graph.
 """
 import contextlib
 import enum
+import functools
 import os
 import warnings
+
+import torch
 
 from . import _C
 
@@ -100,3 +103,34 @@ def following_the_caller(run_backward):
             _C._exit_backward()
 
     return engine_run_backward
+
+
+def optimizer_steps_as_one_program(profile_hook_step):
+    """torch.optim.Optimizer.profile_hook_step (the wrapper every optimizer's step gets), made to
+    run a strict-mode step as one program, as CUDA's fused=True kernels run it: recorded as in
+    defer-and-fuse and flushed when the step returns or raises. Op by op, foreach AdamW keeps a
+    parameter-sized temporary per call alive between programs (the denominators) and writes every
+    moment twice; as one program the old buffers are donated and the step needs almost nothing
+    beyond its state. Argument checks still raise at the op that fails. A step given a closure
+    (LBFGS and friends run forward and backward inside it) stays op by op, and so does a step
+    traced by torch.compile. _torch_patches installs it."""
+
+    def hooked(step):
+        @functools.wraps(step)
+        def step_as_one_program(*args, **kwargs):
+            if (torch.compiler.is_compiling() or _C._get_mode() != EagerMode.DEFER_NEVER.value
+                    or len(args) > 1 or kwargs.get("closure") is not None):
+                return step(*args, **kwargs)
+            previous = _C._swap_thread_mode(EagerMode.DEFER_AND_FUSE.value)
+            try:
+                return step(*args, **kwargs)
+            finally:
+                # What was recorded before an error still runs, as it would have op by op.
+                _C._swap_thread_mode(previous)
+                _C._flush("optimizer step")
+
+        # Inside the profiler's "Optimizer.step#..." scope, which the program's device event
+        # is then linked to; the step hooks run outside the group, in the caller's mode.
+        return profile_hook_step(step_as_one_program)
+
+    return hooked

@@ -341,6 +341,22 @@ def module_apply_keeps_ties():
         _replace(torch.nn.Module, "_apply", original, keeping_ties(original))
 
 
+# Warn: without it a strict-mode optimizer step runs op by op: same values, more device memory.
+@_patch("warn", "a strict-mode optimizer step runs op by op, keeping a parameter-sized temporary "
+                "per foreach call beside the old moments instead of updating them in place")
+def optimizer_step_as_one_program():
+    """Optimizer.profile_hook_step wraps every optimizer's step, and its step hooks cannot wrap it
+    (a post hook is skipped when the step raises, which would leave the thread recording);
+    unnecessary once an optimizer step can run inside a context a backend enters around it."""
+    optimizer = torch.optim.Optimizer
+    original = _function(optimizer, "profile_hook_step", ("func",))
+    if original is not None:
+        from ._modes import optimizer_steps_as_one_program
+
+        setattr(optimizer, "profile_hook_step",
+                staticmethod(_mark(optimizer_steps_as_one_program(original), original)))
+
+
 # Warn: without it flex_attention on tpu raises PyTorch's device check; nothing computes wrong.
 @_patch("warn", "torch.nn.attention.flex_attention raises 'only supported on CUDA, CPU, HPU, or "
                 "MPS devices' for tpu tensors", after_import="torch.nn.attention.flex_attention")

@@ -70,6 +70,23 @@ Trace take();
 void push_correlation(uint64_t id);
 void pop_correlation();
 uint64_t current_correlation();
+// Links what launches in its scope to `id` when no op is current: a pending graph flushed from
+// Python outside any op (synchronize, the end of a strict optimizer step) is linked to the last op
+// recorded into it.
+class FallbackCorrelation {
+ public:
+  explicit FallbackCorrelation(uint64_t id) : pushed_(id != 0 && current_correlation() == 0) {
+    if (pushed_) push_correlation(id);
+  }
+  ~FallbackCorrelation() {
+    if (pushed_) pop_correlation();
+  }
+  FallbackCorrelation(const FallbackCorrelation&) = delete;
+  FallbackCorrelation& operator=(const FallbackCorrelation&) = delete;
+
+ private:
+  bool pushed_;
+};
 
 uint64_t this_thread_id();  // the system's id, as the profiler's host lanes are named
 void record_run(ProgramRun run);

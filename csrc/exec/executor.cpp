@@ -13,6 +13,7 @@
 #include "exec/executor_internal.h"
 #include "exec/storage_state.h"
 #include "exec/device_queue.h"
+#include "exec/device_trace.h"
 #include "exec/graph_cuts.h"
 #include "exec/launch.h"
 #include "exec/padding.h"
@@ -44,6 +45,7 @@ struct PendingGraph {
   std::string key;
   std::vector<int64_t> offsets;  // the views' runtime offsets, as append_call_key lists them
   std::string last_location;
+  uint64_t last_correlation = 0;  // the profiler's id of the op that recorded the last call
   // Per call: where its part of the key and of the offsets ends, so that the graph can be cut
   // after any call.
   std::vector<size_t> key_ends, offsets_ends;
@@ -272,6 +274,7 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
   std::string site = rest.empty() ? std::move(graph.last_location) : calls.back().location;
   int device = graph.device;
   uint64_t epoch = graph.epoch;
+  trace::FallbackCorrelation correlation(graph.last_correlation);
   lane->graph = PendingGraph{};
   // In flight until it has run: other threads that touch its storages wait, and nothing records
   // into this lane meanwhile (the rest must come first).
@@ -400,6 +403,7 @@ void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call)
     if (view.storage) state_of(*view.storage).graph_epoch = graph.epoch;
   }
   graph.last_location = call.location;
+  graph.last_correlation = trace::current_correlation();
   graph.key_ends.push_back(graph.key.size());
   graph.offsets_ends.push_back(graph.offsets.size());
   graph.calls.push_back(std::move(call));

@@ -7,11 +7,11 @@ from ._findings import Finding, by_line, sentence
 from ._dynamo import parse_reason
 
 # Flush reasons that are the design working (a loop cut where its body repeats, a compiled graph's
-# capture, strict mode running a foreach op or a fused optimizer step as one program) rather than
+# capture, strict mode running a foreach op or an optimizer step as one program) rather than
 # something to change; host reads and fallbacks have findings of their own.
-# Strict mode runs a foreach op's or a fused optimizer's per-tensor ops as one program: a group
+# Strict mode runs a foreach op's or an optimizer step's per-tensor ops as one program: a group
 # ending, not a pending graph's.
-_PROGRAM_GROUPS = {"foreach op", "fused optimizer"}
+_PROGRAM_GROUPS = {"foreach op", "fused optimizer", "optimizer step"}
 _EXPECTED_FLUSHES = {"loop iteration", "loop start", "graph capture", "host access", "fallback op"} | _PROGRAM_GROUPS
 _FLUSH_ADVICE = {
     "device change": "keep the tensors of one step on one device: an op on another device flushes "
