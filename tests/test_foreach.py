@@ -1,5 +1,7 @@
 """The _foreach_* ops (torch.optim's default path on tpu, clip_grad_norm_'s) match CPU in every
-mode and, in strict mode, run as one program per call instead of one per tensor."""
+mode. Over lists of one floating dtype with contiguous entries each call is one recorded op (one
+program in strict mode, one node of a fused graph); anything else takes PyTorch's per-tensor loop,
+grouped into one program in strict mode."""
 import pytest
 import torch
 
@@ -62,6 +64,59 @@ def test_a_foreach_call_runs_as_one_program_in_strict_mode():
         assert torch_tpu.metrics()["executions"] == 2
 
 
+def recorded_ops(fn):
+    torch.tpu.synchronize()
+    torch_tpu.reset_metrics()
+    result = fn()
+    torch.tpu.synchronize()
+    return result, torch_tpu.metrics()["ops"]
+
+
+@pytest.mark.parametrize("name,fn", [c for c in CASES if c[0] not in ("copy", "pow_scalar_and_tensor")],
+                         ids=[c[0] for c in CASES if c[0] not in ("copy", "pow_scalar_and_tensor")])
+def test_a_foreach_call_over_one_dtype_is_one_recorded_op(mode, name, fn):
+    a, b = to_tpu(tensors(0)), to_tpu(tensors(1))
+    extra = {"addcdiv_scalarlist": 2 * len(SIZES), "lerp_list": len(SIZES), "sqrt_abs": 1}.get(name, 0)
+    _, ops = recorded_ops(lambda: fn(a, b))  # the list comprehensions in a case record their own ops
+    assert ops == 1 + extra
+
+
+# Each: lists the one-op path must not take, because its results would differ from the
+# per-tensor loop's or its layouts are not the inputs'.
+DECLINED = [
+    ("repeated_self_entry", lambda a, b: torch._foreach_add_([a[0], a[0]], [b[0], b[0]]) or a),
+    ("self_entry_read_at_another_index", lambda a, b: torch._foreach_mul_(a[:2], [a[1], a[0]]) or a),
+    ("views_of_one_storage", lambda a, b: torch._foreach_add_([a[1][:2], a[1][2:4]], 1.0) or a),
+    ("mixed_dtypes", lambda a, b: torch._foreach_mul([a[0], a[1].double()], 2.0)),
+    ("integer_lists", lambda a, b: torch._foreach_add([t.round().long() for t in a], 3)),
+    ("transposed_entries", lambda a, b: torch._foreach_add([a[0].t(), a[1].t()], [b[0].t(), b[1].t()])),
+    ("broadcast_entries", lambda a, b: torch._foreach_add([a[0], a[1]], [b[0][:1], b[1][1:2]])),
+    ("vector_of_scalars", lambda a, b: torch._foreach_addcmul(a, b, b, torch.tensor([1.0, 2.0, 3.0, 4.0]))),
+]
+
+
+@pytest.mark.parametrize("name,fn", DECLINED, ids=[c[0] for c in DECLINED])
+def test_lists_the_one_op_path_declines_match_cpu(mode, no_fallback, name, fn):
+    generator = torch.Generator().manual_seed(2)
+    a, b = ([torch.randn(size, generator=generator) for size in [(4, 5), (4, 5), (2, 3), ()]] for _ in range(2))
+    expected = fn([t.clone() for t in a], [t.clone() for t in b])
+    got, ops = recorded_ops(lambda: fn(to_tpu(a), to_tpu(b)))
+    torch.testing.assert_close(to_cpu(got), expected)
+    assert ops > 1
+
+
+def test_a_fused_optimizer_step_records_a_few_list_ops():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(6)]).to("tpu")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(3, 8, device="tpu")).sum().backward()
+    optimizer.step()
+    with torch_tpu.eager_mode("defer_and_fuse"):
+        _, ops = recorded_ops(optimizer.step)
+    # A dozen foreach calls over 12 parameters, not a dozen ops per parameter.
+    assert ops <= 12
+
+
 def test_foreach_of_mismatched_lists_raises_like_cpu(mode):
     with pytest.raises(RuntimeError) as cpu:
         torch._foreach_add(tensors(0), tensors(1)[:2])
@@ -112,3 +167,31 @@ def test_torch_optim_takes_its_foreach_path_on_tpu_as_on_cuda():
         torch.tpu.synchronize()
         metrics = torch_tpu.metrics()
     assert metrics["executions"] == 1 and metrics["flush_reasons"] == {"optimizer step": 1}
+
+
+def train_compiled(device, make_optimizer):
+    """Four steps with the model and the optimizer step under torch.compile (tpu: its backend)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4)).to(device)
+    optimizer = make_optimizer(model.parameters())
+    x = torch.randn(32, 8, generator=torch.Generator().manual_seed(1)).to(device)
+    backend = "tpu" if device == "tpu" else "aot_eager"
+    forward, step = torch.compile(model, backend=backend), torch.compile(optimizer.step, backend=backend)
+    for _ in range(4):
+        optimizer.zero_grad()
+        forward(x).square().mean().backward()
+        step()
+    return [p.detach().cpu() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("make_optimizer", [
+    lambda p: torch.optim.AdamW(p, lr=1e-2),
+    lambda p: torch.optim.AdamW(p, lr=1e-2, fused=True),
+    lambda p: torch.optim.SGD(p, lr=1e-2, momentum=0.9),
+], ids=["adamw_foreach", "adamw_fused", "sgd_momentum"])
+def test_compiled_optimizer_steps_match_cpu(mode, no_fallback, make_optimizer):
+    torch._dynamo.reset()
+    tpu = train_compiled("tpu", make_optimizer)
+    torch._dynamo.reset()
+    cpu = train_compiled("cpu", make_optimizer)
+    torch.testing.assert_close(tpu, cpu, rtol=1e-4, atol=1e-5)

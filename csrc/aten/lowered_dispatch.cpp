@@ -253,6 +253,7 @@ class CallBuilder {
         }
         break;
       case Arg::Kind::Number: meta_key_.push_back(static_cast<char>(call_.numbers[arg.slot].dtype)); break;
+      case Arg::Kind::NumberList: throw NotLowerable{};  // made by the foreach kernels only
       case Arg::Kind::Int: append_int(arg.i); break;
       case Arg::Kind::IntList:
         append_int(static_cast<int64_t>(arg.ints.size()));

@@ -156,6 +156,9 @@ void ProgramBuilder::lower(const OpCall& call) {
       arg.contiguous = lowering::is_contiguous(call.inputs[arg.slot].layout);
     } else if (arg.kind == lowering::Arg::Kind::Number) {
       arg.value = numbers[arg.slot];
+    } else if (arg.kind == lowering::Arg::Kind::NumberList) {
+      arg.values.clear();
+      for (int32_t slot : arg.slots) arg.values.push_back(numbers[slot]);
     } else if (arg.kind == lowering::Arg::Kind::TensorList) {
       arg.values.clear();
       for (int32_t slot : arg.slots) {

@@ -107,6 +107,10 @@ void append_static_argument(std::string& key, const lowering::Arg& arg, const Op
       key.push_back(static_cast<char>(call.numbers[arg.slot].dtype));
       key.push_back(arg.weak ? 'w' : 's');
       break;
+    case Kind::NumberList:
+      append_int(key, static_cast<int64_t>(arg.slots.size()));
+      for (int32_t slot : arg.slots) key.push_back(static_cast<char>(call.numbers[slot].dtype));
+      break;
     case Kind::Int:
       append_int(key, arg.i);
       break;

@@ -23,6 +23,7 @@ struct Arg {
     Tensor,      // value: the tensor's logical (view) value
     TensorList,  // values: one per entry; an invalid Value stands for a None entry (Tensor?[])
     Number,      // value: rank-0 runtime argument (Scalar, float, 0-dim CPU tensor)
+    NumberList,  // values: one rank-0 runtime argument per entry (Scalar[]: a foreach op's scalars)
     Int,         // i (also SymInt)
     IntList,     // ints
     DoubleList,  // doubles (static, e.g. upsampling scales)
@@ -51,7 +52,8 @@ struct Arg {
   // lowerings whose results move with a padded size (cat along it) need them.
   std::vector<uint64_t> padded_dims;
   std::vector<std::vector<Value>> runtime_sizes;
-  // Filled by the ATen layer, used by the executor: which tensor / number of the call this is.
+  // Filled by the ATen layer, used by the executor: which tensor / number of the call this is
+  // (slots: of each entry of a TensorList or NumberList).
   int32_t slot = -1;
   std::vector<int32_t> slots;
 
