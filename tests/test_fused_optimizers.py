@@ -101,3 +101,44 @@ def test_a_fused_step_runs_as_one_program_in_strict_mode():
         torch._fused_adamw_(*lists, **options)
         torch.tpu.synchronize()
         assert torch_tpu.metrics()["executions"] == 1
+
+
+@pytest.mark.parametrize("op", [torch._fused_adamw_, torch._fused_sgd_])
+def test_a_fused_step_is_one_recorded_op(mode, op):
+    if op is torch._fused_sgd_:
+        lists = [to_tpu(state(0)), to_tpu(state(1)), to_tpu(state(2))]
+        options = dict(weight_decay=0.1, momentum=0.9, lr=0.01, dampening=0.0, nesterov=False, maximize=False,
+                       is_first_step=False)
+    else:
+        lists = [to_tpu(lists) for lists in adam_lists(step=1)]
+        options = dict(lr=0.01, beta1=0.9, beta2=0.99, weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+    torch.tpu.synchronize()
+    torch_tpu.reset_metrics()
+    op(*lists, **options)
+    torch.tpu.synchronize()
+    assert torch_tpu.metrics()["ops"] == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("tensor_lr", [False, True])
+def test_fused_adamw_in_half_precision_matches_cpu(mode, no_fallback, dtype, tensor_lr):
+    cpu = adam_lists(step=2)
+    cpu = [[t.to(dtype) for t in lists] for lists in cpu[:5]] + [cpu[5]]
+    tpu = [to_tpu(lists) for lists in cpu]
+    options = dict(beta1=0.9, beta2=0.99, weight_decay=0.1, eps=1e-8, amsgrad=False, maximize=False)
+    lr = torch.tensor(0.01) if tensor_lr else 0.01
+    torch._fused_adamw_(*cpu, lr=lr, **options)
+    torch._fused_adamw_(*tpu, lr=lr.to("tpu") if tensor_lr else lr, **options)
+    for got, expected in zip(tpu[:4], cpu[:4]):
+        torch.testing.assert_close(to_cpu(got), expected)
+
+
+def test_a_fused_step_with_its_step_counts_on_the_cpu_matches_cpu(mode, no_fallback):
+    # The one-op path wants the counts on the device; these take the per-tensor update.
+    cpu = adam_lists(step=3)
+    tpu = [to_tpu(lists) for lists in cpu[:5]] + [cpu[5]]
+    options = dict(lr=0.01, beta1=0.9, beta2=0.99, weight_decay=0.1, eps=1e-8, amsgrad=False, maximize=False)
+    torch._fused_adamw_(*cpu, **options)
+    torch._fused_adamw_(*tpu, **options)
+    for got, expected in zip(tpu[:4], cpu[:4]):
+        torch.testing.assert_close(to_cpu(got), expected)

@@ -9,178 +9,73 @@
 // a list lowering) runs PyTorch's composite kernel, which loops over the tensors one op at a time
 // and raises CPU's errors; in strict mode that loop is grouped into one program (aten/op_groups.h).
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/ops/empty.h>
-#include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
 #include <string>
 #include <vector>
 
+#include "aten/list_ops.h"
 #include "aten/op_groups.h"
-#include "aten/tpu_tensor.h"
 
 namespace tpu::aten {
 namespace {
 
-using lowering::Arg;
 constexpr c10::DispatchKey kComposite = c10::DispatchKey::CompositeExplicitAutograd;
 
 bool is_list_dtype(at::ScalarType t) {
   return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16;
 }
 
-// Builds the call of one foreach op as a list op; false (nothing recorded) where the arguments
-// are not the plain case.
-class ListCall {
- public:
-  ListCall(const c10::OperatorHandle& op, const lowering::Entry* entry) : schema_(op.schema()) {
-    call_.name = schema_.name().substr(6);
-    call_.overload = schema_.overload_name();
-    call_.lowering = entry;
-  }
-
-  bool convert(at::ArrayRef<c10::IValue> args) {
-    for (size_t i = 0; i < args.size(); ++i) {
-      const c10::IValue& value = args[i];
-      Arg arg;
-      if (value.isTensorList()) {
-        if (!tensor_list(value.toTensorList(), &arg)) return false;
-      } else if (value.isList()) {  // Scalar[]
-        if (!number_list(value.toListRef(), &arg)) return false;
-      } else if (value.isTensor()) {
-        if (!scalar_tensor(value.toTensor(), &arg)) return false;
-      } else if (value.isScalar()) {
-        if (!number(value.toScalar(), &arg)) return false;
-      } else if (!value.isNone()) {
-        return false;  // a dtype for _foreach_norm, a bool for _foreach_copy_: the composite's
-      }
-      call_.args.push_back(std::move(arg));
+// Whether `list` has `self`'s length and, entry by entry, its sizes and its one floating dtype.
+bool like_self(at::TensorList list, at::TensorList self) {
+  if (list.size() != self.size()) return false;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].defined() || list[i].scalar_type() != self[0].scalar_type() || list[i].sizes() != self[i].sizes()) {
+      return false;
     }
-    return !self_.empty();
   }
+  return is_list_dtype(self[0].scalar_type());
+}
 
-  // The results: written into `self` for an in-place op, fresh tensors otherwise.
-  c10::optional<c10::IValue> plan_outputs() {
-    bool in_place = schema_.returns().empty();
-    if (!in_place && (schema_.returns().size() != 1 || schema_.arguments()[0].alias_info())) return c10::nullopt;
-    bool reduces = call_.name == "_foreach_norm";
-    if (in_place && reduces) return c10::nullopt;
-    std::vector<at::Tensor> fresh;
-    for (const at::Tensor& t : self_) {
-      at::Tensor result = in_place ? t : at::empty(reduces ? at::IntArrayRef{} : t.sizes(), t.options());
-      call_.outputs.push_back({to_dtype(result.scalar_type()), Dims(result.sizes().begin(), result.sizes().end())});
-      call_.destinations.push_back(view_of(result));
-      if (!in_place) fresh.push_back(result);
-    }
-    call_.device = device_;
-    return in_place ? c10::IValue() : c10::IValue(fresh);
-  }
-
-  exec::OpCall take() { return std::move(call_); }
-  int device() const { return device_; }
-
- private:
-  bool same_device(const at::Tensor& t) {
-    if (device_ < 0) device_ = t.device().index();
-    return t.device().index() == device_;
-  }
-
-  bool tensor_list(const c10::List<at::Tensor>& list, Arg* arg) {
-    const bool first = self_.empty();
-    if (list.empty() || (!first && list.size() != self_.size())) return false;
-    arg->kind = Arg::Kind::TensorList;
-    for (size_t i = 0; i < list.size(); ++i) {
-      at::Tensor t = list.get(i);
-      if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1 || !same_device(t)) return false;
-      if (!is_list_dtype(t.scalar_type()) || t.is_conj() || t.is_neg() || !t.is_contiguous()) return false;
-      const at::Tensor& like = first ? list.get(0) : self_[i];
-      if (t.scalar_type() != like.scalar_type() || (!first && t.sizes() != self_[i].sizes())) return false;
-      if (!first && t.scalar_type() != self_[0].scalar_type()) return false;
-      if (!distinct_from_other_entries(t, i, first)) return false;
-      arg->slots.push_back(static_cast<int32_t>(call_.inputs.size()));
-      call_.inputs.push_back(view_of(t));
-      if (first) self_.push_back(t);
-    }
-    return true;
-  }
-
-  // The composite loop updates entry by entry, so an in-place op whose entry i reads what an
-  // earlier entry wrote (two entries of `self` sharing a storage, or another list's entry i being
-  // a different entry of `self`) would see other values in one program: those take the loop.
-  bool distinct_from_other_entries(const at::Tensor& t, size_t i, bool first) {
-    if (!schema_.returns().empty()) return true;
-    const c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
-    for (size_t j = 0; j < self_.size(); ++j) {
-      if ((first || j != i) && self_[j].storage().unsafeGetStorageImpl() == storage) return false;
-    }
-    return true;
-  }
-
-  bool number_list(c10::ArrayRef<c10::IValue> scalars, Arg* arg) {
-    if (scalars.size() != self_.size()) return false;
-    arg->kind = Arg::Kind::NumberList;
-    for (const c10::IValue& s : scalars) {
-      Arg one;
-      if (!s.isScalar() || !number(s.toScalar(), &one)) return false;
-      arg->slots.push_back(one.slot);
-    }
-    return true;
-  }
-
-  // A foreach op's single Tensor operand: a 0-dim tensor, on this device in the lists' dtype, or
-  // on the CPU, where it acts as a number as it does on CUDA.
-  bool scalar_tensor(const at::Tensor& t, Arg* arg) {
-    if (!t.defined() || t.dim() != 0 || self_.empty()) return false;
-    if (t.device().is_cpu()) return number(t.item(), arg);
-    if (t.device().type() != c10::DeviceType::PrivateUse1 || !same_device(t)) return false;
-    if (t.scalar_type() != self_[0].scalar_type() || t.is_conj() || t.is_neg()) return false;
-    arg->kind = Arg::Kind::Tensor;
-    arg->weak = true;
-    arg->slot = static_cast<int32_t>(call_.inputs.size());
-    call_.inputs.push_back(view_of(t));
-    return true;
-  }
-
-  bool number(const c10::Scalar& s, Arg* arg) {
-    exec::RuntimeNumber n;
-    if (s.isFloatingPoint()) {
-      n.dtype = DType::F64;
-      n.f = s.toDouble();
-    } else if (s.isIntegral(false)) {
-      n.dtype = DType::I64;
-      n.i = s.toLong();
-    } else {
-      return false;  // complex, bool and symbolic numbers: the composite's
-    }
-    arg->kind = Arg::Kind::Number;
-    arg->weak = true;
-    arg->slot = static_cast<int32_t>(call_.numbers.size());
-    call_.numbers.push_back(n);
-    return true;
-  }
-
-  const c10::FunctionSchema& schema_;
-  exec::OpCall call_;
-  std::vector<at::Tensor> self_;  // the first list's tensors
-  int device_ = -1;
-};
-
+// The call as one list op (lowering/foreach.cpp), when its arguments are the plain case.
 bool run_as_list_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const lowering::Entry* entry = lowering::find_lowering(op.schema().name().substr(6));
-  if (!entry) return false;
-  const size_t num_args = op.schema().arguments().size();
-  ListCall call(op, entry);
-  if (!call.convert(torch::jit::last(*stack, num_args))) return false;
-  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(call.device())));
-  c10::optional<c10::IValue> results = call.plan_outputs();
-  if (!results) return false;
-  try {
-    exec::run(call.take());
-  } catch (const lowering::Unsupported&) {
-    return false;  // nothing was recorded or run
+  const c10::FunctionSchema& schema = op.schema();
+  const lowering::Entry* entry = lowering::find_lowering(schema.name().substr(6));
+  const size_t num_args = schema.arguments().size();
+  at::ArrayRef<c10::IValue> args = torch::jit::last(*stack, num_args);
+  if (!entry || args.empty() || !args[0].isTensorList() || args[0].toTensorList().empty()) return false;
+  const std::vector<at::Tensor> self = args[0].toTensorVector();
+  const bool in_place = schema.returns().empty();
+  const bool reduces = schema.name() == "aten::_foreach_norm";
+  if ((!in_place && schema.returns().size() != 1) || (in_place && reduces)) return false;
+  ListCall call(schema.name().substr(6), schema.overload_name(), entry);
+  for (const c10::IValue& value : args) {
+    bool taken = false;
+    if (value.isTensorList()) {
+      std::vector<at::Tensor> list = value.toTensorVector();
+      taken = like_self(list, self) && call.add_tensor_list(list);
+    } else if (value.isList()) {  // Scalar[]
+      taken = value.toListRef().size() == self.size() && call.add_number_list(value.toListRef());
+    } else if (value.isTensor()) {
+      const at::Tensor& t = value.toTensor();
+      taken = (t.device().is_cpu() || t.scalar_type() == self[0].scalar_type()) && call.add_scalar_tensor(t);
+    } else if (value.isScalar()) {
+      taken = call.add_number(value.toScalar());
+    } else if (value.isNone()) {
+      call.add_none();
+      taken = true;
+    }  // else a dtype for _foreach_norm, a bool for _foreach_copy_: the composite's
+    if (!taken) return false;
   }
+  std::vector<at::Tensor> results;
+  if (in_place) {
+    call.write_into(self);
+  } else {
+    results = call.fresh_results(self, reduces);
+  }
+  if (!call.run()) return false;
   torch::jit::drop(*stack, num_args);
-  if (!results->isNone()) stack->push_back(std::move(*results));
+  if (!in_place) stack->push_back(c10::IValue(results));
   return true;
 }
 

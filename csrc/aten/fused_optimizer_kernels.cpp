@@ -1,14 +1,18 @@
 // torch.optim's fused=True path on tpu: _fused_adam_, _fused_adamw_ and _fused_sgd_ (with
-// GradScaler's grad_scale and found_inf). PyTorch has no tpu kernels for them, so every step took
-// the CPU fallback. Here the update is written with ATen ops, which lower to the device, and runs
-// as one program per call (aten/op_groups.h). As in PyTorch's kernels: float16 and bfloat16 state
-// is updated in float32, the unscaled gradients are written back, and a step with found_inf set
-// changes nothing, decided on the device (no host read).
+// GradScaler's grad_scale and found_inf). Lists on one device with contiguous entries, each
+// entry's state of its parameter's sizes and dtype and the step counts on the device (what
+// torch.optim passes), are one recorded op whose lowering updates every entry
+// (lowering/fused_optimizers.cpp). Anything else runs the same update written with ATen ops,
+// which lower to the device, as one program per call in strict mode (aten/op_groups.h). As in
+// PyTorch's kernels: float16 and bfloat16 state is updated in float32, the unscaled gradients are
+// written back, and a step with found_inf set changes nothing, decided on the device.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
 #include <optional>
+#include <variant>
 
+#include "aten/list_ops.h"
 #include "aten/op_groups.h"
 
 namespace tpu::aten {
@@ -42,14 +46,75 @@ void check_length(at::TensorList list, at::TensorList params, const char* name) 
   TORCH_CHECK(list.size() == params.size(), "Expected ", name, ".size() == n_tensors to be true, but got false.");
 }
 
+// Whether every entry of `list` has its parameter's sizes and dtype, a floating one.
+bool like_params(at::TensorList list, at::TensorList params) {
+  if (list.size() != params.size()) return false;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].defined() || list[i].scalar_type() != params[i].scalar_type() || list[i].sizes() != params[i].sizes() ||
+        !at::isFloatingType(params[i].scalar_type())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+using LearningRate = std::variant<double, at::Tensor>;
+
+bool add_learning_rate(ListCall& call, const LearningRate& lr) {
+  return std::holds_alternative<double>(lr) ? call.add_number(std::get<double>(lr))
+                                            : call.add_scalar_tensor(std::get<at::Tensor>(lr));
+}
+
+bool add_optional_scalar_tensor(ListCall& call, const std::optional<at::Tensor>& t) {
+  if (t.has_value() && t->defined()) return call.add_scalar_tensor(*t);
+  call.add_none();
+  return true;
+}
+
 struct AdamOptions {
   double beta1, beta2, weight_decay, eps;
   bool amsgrad, maximize, decoupled_weight_decay;
 };
 
+bool adam_as_list_op(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
+                     at::TensorList max_exp_avg_sqs, at::TensorList state_steps, const LearningRate& lr,
+                     const AdamOptions& o, const std::optional<at::Tensor>& grad_scale,
+                     const std::optional<at::Tensor>& found_inf) {
+  const char* name = o.decoupled_weight_decay ? "_fused_adamw_" : "_fused_adam_";
+  if (params.empty() || !like_params(params, params) || !like_params(grads, params) ||
+      !like_params(exp_avgs, params) || !like_params(exp_avg_sqs, params) ||
+      !(o.amsgrad ? like_params(max_exp_avg_sqs, params) : max_exp_avg_sqs.empty())) {
+    return false;
+  }
+  for (const at::Tensor& step : state_steps) {
+    if (!step.defined() || step.dim() != 0 || !at::isFloatingType(step.scalar_type())) return false;
+  }
+  ListCall call(name, "", lowering::find_lowering(name));
+  bool taken = call.add_tensor_list(params) && call.add_tensor_list(grads) && call.add_tensor_list(exp_avgs) &&
+               call.add_tensor_list(exp_avg_sqs) && call.add_tensor_list(max_exp_avg_sqs) &&
+               call.add_tensor_list(state_steps) && add_learning_rate(call, lr) && call.add_number(o.beta1) &&
+               call.add_number(o.beta2) && call.add_number(o.weight_decay) && call.add_number(o.eps);
+  if (!taken) return false;
+  call.add_bool(o.amsgrad);
+  call.add_bool(o.maximize);
+  if (!add_optional_scalar_tensor(call, grad_scale) || !add_optional_scalar_tensor(call, found_inf)) return false;
+  call.write_into(params);
+  call.write_into(exp_avgs);
+  call.write_into(exp_avg_sqs);
+  if (o.amsgrad) call.write_into(max_exp_avg_sqs);
+  if (grad_scale.has_value() && grad_scale->defined()) call.write_into(grads);
+  return call.run();
+}
+
+// A learning rate given as a number acts as a 0-dim CPU tensor: a number to the device's ops.
+at::Tensor lr_tensor(const LearningRate& lr) {
+  return std::holds_alternative<double>(lr) ? at::scalar_tensor(std::get<double>(lr), at::TensorOptions().dtype(at::kDouble))
+                                            : std::get<at::Tensor>(lr);
+}
+
 void adam(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
-          at::TensorList max_exp_avg_sqs, at::TensorList state_steps, const at::Tensor& lr, const AdamOptions& o,
-          const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
+          at::TensorList max_exp_avg_sqs, at::TensorList state_steps, const LearningRate& learning_rate,
+          const AdamOptions& o, const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
   // CPU's checks, with its words.
   check_length(grads, params, "grads");
   check_length(exp_avgs, params, "exp_avgs");
@@ -60,6 +125,11 @@ void adam(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, 
     TORCH_CHECK(max_exp_avg_sqs.empty(), "Expected max_exp_avg_sqs.empty() to be true, but got false.");
   }
   check_length(state_steps, params, "state_steps");
+  if (adam_as_list_op(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, learning_rate, o, grad_scale,
+                      found_inf)) {
+    return;
+  }
+  const at::Tensor lr = lr_tensor(learning_rate);
   as_one_program("fused optimizer", [&] {
     for (size_t i = 0; i < params.size(); ++i) {
       at::Tensor param = widened(params[i]);
@@ -91,15 +161,12 @@ void adam(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, 
   });
 }
 
-// A learning rate given as a number acts as a 0-dim CPU tensor: a number to the device's ops.
-at::Tensor lr_tensor(double lr) { return at::scalar_tensor(lr, at::TensorOptions().dtype(at::kDouble)); }
-
 template <bool decoupled>
 void fused_adam(at::TensorList params, at::TensorList grads, at::TensorList exp_avgs, at::TensorList exp_avg_sqs,
                 at::TensorList max_exp_avg_sqs, at::TensorList state_steps, double lr, double beta1, double beta2,
                 double weight_decay, double eps, bool amsgrad, bool maximize,
                 const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
-  adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr_tensor(lr),
+  adam(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr,
        {beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled}, grad_scale, found_inf);
 }
 
@@ -113,15 +180,43 @@ void fused_adam_tensor_lr(at::TensorList params, at::TensorList grads, at::Tenso
        {beta1, beta2, weight_decay, eps, amsgrad, maximize, decoupled}, grad_scale, found_inf);
 }
 
+bool sgd_as_list_op(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, double weight_decay,
+                    double momentum, const LearningRate& lr, double dampening, bool nesterov, bool maximize,
+                    bool is_first_step, const std::optional<at::Tensor>& grad_scale,
+                    const std::optional<at::Tensor>& found_inf) {
+  if (params.empty() || !like_params(params, params) || !like_params(grads, params) ||
+      !(momentum != 0 ? like_params(momentum_buffers, params) : momentum_buffers.empty())) {
+    return false;
+  }
+  ListCall call("_fused_sgd_", "", lowering::find_lowering("_fused_sgd_"));
+  bool taken = call.add_tensor_list(params) && call.add_tensor_list(grads) && call.add_tensor_list(momentum_buffers) &&
+               call.add_number(weight_decay) && call.add_number(momentum) && add_learning_rate(call, lr) &&
+               call.add_number(dampening);
+  if (!taken) return false;
+  call.add_bool(nesterov);
+  call.add_bool(maximize);
+  call.add_bool(is_first_step);
+  if (!add_optional_scalar_tensor(call, grad_scale) || !add_optional_scalar_tensor(call, found_inf)) return false;
+  call.write_into(params);
+  if (momentum != 0) call.write_into(momentum_buffers);
+  if (grad_scale.has_value() && grad_scale->defined()) call.write_into(grads);
+  return call.run();
+}
+
 void sgd(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, double weight_decay,
-         double momentum, const at::Tensor& lr, double dampening, bool nesterov, bool maximize, bool is_first_step,
-         const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
+         double momentum, const LearningRate& learning_rate, double dampening, bool nesterov, bool maximize,
+         bool is_first_step, const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
   check_length(grads, params, "grads");
   if (momentum == 0) {
     TORCH_CHECK(momentum_buffers.empty(), "Expected momentum_buffer_list.empty() to be true, but got false.");
   } else {
     check_length(momentum_buffers, params, "momentum_buffer_list");
   }
+  if (sgd_as_list_op(params, grads, momentum_buffers, weight_decay, momentum, learning_rate, dampening, nesterov,
+                     maximize, is_first_step, grad_scale, found_inf)) {
+    return;
+  }
+  const at::Tensor lr = lr_tensor(learning_rate);
   as_one_program("fused optimizer", [&] {
     for (size_t i = 0; i < params.size(); ++i) {
       at::Tensor param = widened(params[i]);
@@ -140,8 +235,16 @@ void sgd(at::TensorList params, at::TensorList grads, at::TensorList momentum_bu
 void fused_sgd(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers, double weight_decay,
                double momentum, double lr, double dampening, bool nesterov, bool maximize, bool is_first_step,
                const std::optional<at::Tensor>& grad_scale, const std::optional<at::Tensor>& found_inf) {
-  sgd(params, grads, momentum_buffers, weight_decay, momentum, lr_tensor(lr), dampening, nesterov, maximize,
-      is_first_step, grad_scale, found_inf);
+  sgd(params, grads, momentum_buffers, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step,
+      grad_scale, found_inf);
+}
+
+void fused_sgd_tensor_lr(at::TensorList params, at::TensorList grads, at::TensorList momentum_buffers,
+                         double weight_decay, double momentum, const at::Tensor& lr, double dampening, bool nesterov,
+                         bool maximize, bool is_first_step, const std::optional<at::Tensor>& grad_scale,
+                         const std::optional<at::Tensor>& found_inf) {
+  sgd(params, grads, momentum_buffers, weight_decay, momentum, lr, dampening, nesterov, maximize, is_first_step,
+      grad_scale, found_inf);
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -150,7 +253,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fused_adamw_", TORCH_FN(fused_adam<true>));
   m.impl("_fused_adamw_.tensor_lr", TORCH_FN(fused_adam_tensor_lr<true>));
   m.impl("_fused_sgd_", TORCH_FN(fused_sgd));
-  m.impl("_fused_sgd_.tensor_lr", TORCH_FN(sgd));
+  m.impl("_fused_sgd_.tensor_lr", TORCH_FN(fused_sgd_tensor_lr));
 }
 
 }  // namespace

@@ -1,0 +1,145 @@
+#include "aten/list_ops.h"
+
+#include <ATen/ops/empty.h>
+#include <c10/core/DeviceGuard.h>
+
+#include "aten/tpu_tensor.h"
+
+namespace tpu::aten {
+
+using lowering::Arg;
+
+namespace {
+
+bool is_tpu(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
+
+const void* storage_key(const at::Tensor& t) { return t.storage().unsafeGetStorageImpl(); }
+
+}  // namespace
+
+ListCall::ListCall(const std::string& name, const std::string& overload, const lowering::Entry* entry) {
+  call_.name = name;
+  call_.overload = overload;
+  call_.lowering = entry;
+}
+
+bool ListCall::same_device(const at::Tensor& t) {
+  if (device_ < 0) device_ = t.device().index();
+  return t.device().index() == device_;
+}
+
+bool ListCall::add_tensor_list(at::TensorList list) {
+  Arg arg;
+  arg.kind = Arg::Kind::TensorList;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const at::Tensor& t = list[i];
+    if (!is_tpu(t) || !same_device(t) || t.is_conj() || t.is_neg() || !t.is_contiguous()) return false;
+    arg.slots.push_back(static_cast<int32_t>(call_.inputs.size()));
+    call_.inputs.push_back(view_of(t));
+    read_.emplace_back(static_cast<int64_t>(i), storage_key(t));
+  }
+  call_.args.push_back(std::move(arg));
+  return true;
+}
+
+bool ListCall::add_number_list(c10::ArrayRef<c10::IValue> scalars) {
+  Arg arg;
+  arg.kind = Arg::Kind::NumberList;
+  for (const c10::IValue& s : scalars) {
+    if (!s.isScalar() || !add_number(s.toScalar())) return false;
+    arg.slots.push_back(call_.args.back().slot);
+    call_.args.pop_back();
+  }
+  call_.args.push_back(std::move(arg));
+  return true;
+}
+
+bool ListCall::add_scalar_tensor(const at::Tensor& t) {
+  if (!t.defined() || t.dim() != 0) return false;
+  if (t.device().is_cpu()) return add_number(t.item());
+  if (!is_tpu(t) || !same_device(t) || t.is_conj() || t.is_neg()) return false;
+  Arg arg;
+  arg.kind = Arg::Kind::Tensor;
+  arg.weak = true;
+  arg.slot = static_cast<int32_t>(call_.inputs.size());
+  call_.inputs.push_back(view_of(t));
+  read_.emplace_back(-1, storage_key(t));
+  call_.args.push_back(std::move(arg));
+  return true;
+}
+
+bool ListCall::add_number(const c10::Scalar& s) {
+  exec::RuntimeNumber number;
+  if (s.isFloatingPoint()) {
+    number.dtype = DType::F64;
+    number.f = s.toDouble();
+  } else if (s.isIntegral(false)) {
+    number.dtype = DType::I64;
+    number.i = s.toLong();
+  } else {
+    return false;  // complex, bool and symbolic numbers
+  }
+  Arg arg;
+  arg.kind = Arg::Kind::Number;
+  arg.weak = true;
+  arg.slot = static_cast<int32_t>(call_.numbers.size());
+  call_.numbers.push_back(number);
+  call_.args.push_back(std::move(arg));
+  return true;
+}
+
+void ListCall::add_bool(bool value) {
+  Arg arg;
+  arg.kind = Arg::Kind::Bool;
+  arg.b = value;
+  call_.args.push_back(std::move(arg));
+}
+
+void ListCall::add_none() { call_.args.emplace_back(); }
+
+void ListCall::write_into(at::TensorList targets) {
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const at::Tensor& t = targets[i];
+    call_.outputs.push_back({to_dtype(t.scalar_type()), Dims(t.sizes().begin(), t.sizes().end())});
+    call_.destinations.push_back(view_of(t));
+    written_.emplace_back(static_cast<int64_t>(i), storage_key(t));
+  }
+}
+
+std::vector<at::Tensor> ListCall::fresh_results(at::TensorList like, bool rank0) {
+  std::vector<at::Tensor> results;
+  for (size_t i = 0; i < like.size(); ++i) {
+    const at::Tensor& t = like[i];
+    at::Tensor result = at::empty(rank0 ? at::IntArrayRef{} : t.sizes(), t.options());
+    call_.outputs.push_back({to_dtype(result.scalar_type()), Dims(result.sizes().begin(), result.sizes().end())});
+    call_.destinations.push_back(view_of(result));
+    results.push_back(result);
+  }
+  return results;
+}
+
+bool ListCall::entries_independent() const {
+  for (size_t w = 0; w < written_.size(); ++w) {
+    for (size_t other = w + 1; other < written_.size(); ++other) {
+      if (written_[other].second == written_[w].second) return false;
+    }
+    for (const auto& [index, storage] : read_) {
+      if (storage == written_[w].second && index != written_[w].first) return false;
+    }
+  }
+  return true;
+}
+
+bool ListCall::run() {
+  if (device_ < 0 || !entries_independent()) return false;
+  call_.device = device_;
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device_)));
+  try {
+    exec::run(std::move(call_));
+  } catch (const lowering::Unsupported&) {
+    return false;  // nothing was recorded or run
+  }
+  return true;
+}
+
+}  // namespace tpu::aten
