@@ -54,6 +54,7 @@ class CallBuilder {
   // Converts the boxed arguments into the call, and builds the key of their meta results.
   void convert(at::ArrayRef<c10::IValue> args) {
     args_ = args;
+    call_.args.reserve(args.size());
     meta_key_.reserve(256);
     meta_key_ += schema_.name();
     meta_key_ += '.';

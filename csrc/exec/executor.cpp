@@ -25,7 +25,7 @@ namespace tpu::exec {
 
 namespace {
 
-LocationProvider g_location = nullptr;
+LocationProvider g_location;
 std::atomic<SyncHook> g_sync_hook{nullptr};
 std::atomic<int64_t> g_ops{0}, g_flushes{0};
 
@@ -44,7 +44,7 @@ struct PendingGraph {
   std::vector<OpCall> calls;
   std::string key;
   std::vector<int64_t> offsets;  // the views' runtime offsets, as append_call_key lists them
-  std::string last_location;
+  SourceLocation last_location;
   uint64_t last_correlation = 0;  // the profiler's id of the op that recorded the last call
   // Per call: where its part of the key and of the offsets ends, so that the graph can be cut
   // after any call.
@@ -143,7 +143,7 @@ class InFlightWhileUnlocked {
 }  // namespace
 
 void execute_locked(Lock& lock, const cache::Program& program, const std::vector<Storage*>& storages,
-                    const RuntimeArguments& runtime, int device, const std::string& blame, const RunLabel& label) {
+                    const RuntimeArguments& runtime, int device, const Blame& blame, const RunLabel& label) {
   InFlightWhileUnlocked in_flight(lock, storages);
   execute(program, storages, runtime, device, current_mode() == Mode::Debug, blame, label, in_flight.unlocker());
 }
@@ -271,7 +271,7 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
   std::unique_ptr<StorageSet> storages = std::move(graph.storages);
   std::string key = std::move(graph.key);
   std::vector<int64_t> offsets = std::move(graph.offsets);
-  std::string site = rest.empty() ? std::move(graph.last_location) : calls.back().location;
+  SourceLocation site = rest.empty() ? graph.last_location : calls.back().location;
   int device = graph.device;
   uint64_t epoch = graph.epoch;
   trace::FallbackCorrelation correlation(graph.last_correlation);
@@ -335,7 +335,7 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
   if (launched.compile_seconds > 0) {
     g_fused_seconds_per_op =
         0.5 * g_fused_seconds_per_op + 0.5 * launched.compile_seconds / static_cast<double>(calls.size());
-    if (!site.empty()) warn_if_site_keeps_compiling(site);
+    if (site.known()) warn_if_site_keeps_compiling(format_location(site));
   }
   if (capture) {
     capture->program = launched.program;
@@ -451,6 +451,10 @@ void warn_if_site_keeps_compiling(const std::string& site) {
 }  // namespace
 
 void set_location_provider(LocationProvider provider) { g_location = provider; }
+
+std::string format_location(const SourceLocation& where) {
+  return where.known() && g_location.format ? g_location.format(where) : "";
+}
 void set_sync_hook(SyncHook hook) { g_sync_hook = hook; }
 void set_max_pending_ops(int64_t ops) { g_max_pending = ops > 0 ? ops : 1; }
 
@@ -460,7 +464,7 @@ void run(OpCall call) {
   Mode mode = current_mode();
   if (mode == Mode::Fused) {
     // Captured now, outside the lock (it takes the GIL): the graph may fail long after this line.
-    if (g_location) call.location = g_location();
+    if (g_location.capture) call.location = g_location.capture();
     std::shared_ptr<Lane> lane = current_lane();
     Lock lock(g_mutex);
     record_locked(lock, lane, std::move(call));
@@ -494,8 +498,8 @@ void run(OpCall call) {
              {}, in_flight.unlocker());
     }
   } catch (const OpError& e) {
-    std::string where = g_location ? g_location() : "";
-    if (where.empty()) throw;
+    SourceLocation where = g_location.capture ? g_location.capture() : SourceLocation{};
+    if (!where.known()) throw;
     throw OpError(std::string(e.what()) + at_location(where), e.out_of_memory());
   }
 }

@@ -122,6 +122,15 @@ struct RuntimeNumber {
 
 struct PaddingPlan;
 
+// Where the user's Python code called us: captured cheaply when an op is recorded (the code
+// object and the instruction within it, which the provider keeps alive), formatted ("file.py:12")
+// only when a message needs it.
+struct SourceLocation {
+  const void* code = nullptr;
+  int instruction = -1;
+  bool known() const { return code != nullptr; }
+};
+
 struct OpCall {
   std::string name;      // schema name, e.g. "add_"
   std::string overload;  // e.g. "Tensor"
@@ -138,13 +147,18 @@ struct OpCall {
   uint64_t seed = 0;                     // random lowerings only
   uint64_t offset = 0;
   int device = 0;
-  std::string location;  // the user's Python line, recorded in defer-and-fuse for error messages
+  SourceLocation location;  // the user's Python line, recorded in defer-and-fuse for error messages
 };
 
-// Where the user's Python code called us, for error messages ("" if unknown). Installed by the
-// Python bindings; the executor only calls it when it is about to raise.
-using LocationProvider = std::string (*)();
+// Captures and formats where the user's Python code called us. Installed by the Python bindings;
+// the executor captures in defer-and-fuse, where a graph may fail long after its ops' lines, and
+// otherwise only when it is about to raise.
+struct LocationProvider {
+  SourceLocation (*capture)() = nullptr;
+  std::string (*format)(const SourceLocation& where) = nullptr;  // "" if unknown
+};
 void set_location_provider(LocationProvider provider);
+std::string format_location(const SourceLocation& where);
 
 // Called at the end of synchronize(): the ATen layer raises the errors that programs flagged on
 // the device (an index out of range) since the last sync point.

@@ -35,7 +35,7 @@ bool graph_pending_locked(uint64_t epoch);  // a lane's pending graph has this e
 // Runs `program` on `storages`, releasing the lock around its slow steps with the storages
 // marked in flight.
 void execute_locked(Lock& lock, const cache::Program& program, const std::vector<Storage*>& storages,
-                    const RuntimeArguments& runtime, int device, const std::string& blame, const RunLabel& label);
+                    const RuntimeArguments& runtime, int device, const Blame& blame, const RunLabel& label);
 
 // The graph torch.compile is capturing on this thread (graph_capture.cpp), which the flush that
 // runs it fills in.

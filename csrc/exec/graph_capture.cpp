@@ -104,7 +104,7 @@ bool replay(const Capture& capture, const std::vector<StoragePtr>& storages) {
   // Captured graphs have no random calls, hence no generator states.
   RuntimeArguments runtime({}, capture.offsets);
   runtime.numbers = capture.numbers;
-  execute_locked(lock, *capture.program, targets, runtime, capture.device, capture.blame,
+  execute_locked(lock, *capture.program, targets, runtime, capture.device, [&capture] { return capture.blame; },
                  RunLabel{ProgramKind::CompiledGraph, nullptr, &capture.trace_name, &capture.trace_ops});
   return true;
 }

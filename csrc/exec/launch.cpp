@@ -201,8 +201,9 @@ LaunchCounters& launch_counters() {
   return counters;
 }
 
-std::string at_location(const std::string& location) {
-  return location.empty() ? "" : " (at " + location + ")";
+std::string at_location(const SourceLocation& location) {
+  std::string where = format_location(location);
+  return where.empty() ? "" : " (at " + where + ")";
 }
 
 std::string blame(const OpCall& call) { return describe(call) + at_location(call.location); }
@@ -216,7 +217,7 @@ RuntimeArguments::RuntimeArguments(const std::vector<OpCall>& calls, std::vector
 }
 
 void execute(const cache::Program& program, const std::vector<Storage*>& storages, const RuntimeArguments& runtime,
-             int device, bool wait, const std::string& blame, const RunLabel& label, const Unlocker& unlocker) {
+             int device, bool wait, const Blame& blame, const RunLabel& label, const Unlocker& unlocker) {
   auto& client = runtime::Client::get();
   std::vector<runtime::BufferPtr> keep_alive;
   std::vector<const runtime::Buffer*> arguments;
@@ -258,7 +259,7 @@ void execute(const cache::Program& program, const std::vector<Storage*>& storage
   try {
     result = client.execute(*program.executable, device, arguments, program.output_types, keep_arguments);
   } catch (const runtime::PjrtError& e) {
-    throw OpError(blame + " failed to launch: " + e.what(), e.out_of_memory());
+    throw OpError(blame() + " failed to launch: " + e.what(), e.out_of_memory());
   }
   auto& counters = launch_counters();
   ++counters.executions;
@@ -275,7 +276,7 @@ void execute(const cache::Program& program, const std::vector<Storage*>& storage
     try {
       client.wait(result.done);
     } catch (const runtime::PjrtError& e) {
-      throw OpError(blame + " failed on the device: " + e.what(), e.out_of_memory());
+      throw OpError(blame() + " failed on the device: " + e.what(), e.out_of_memory());
     }
     if (traced) traced->waited_ns = trace::wall_now_ns();
   } else {
@@ -319,8 +320,8 @@ Launched launch(std::string& key, ProgramKind kind, const std::vector<OpCall>& c
     launched = build_and_compile(key, kind, calls, storages, keep, unlocker);
   }
   RuntimeArguments runtime(calls, std::move(offsets));
-  execute(*launched.program, storages.items(), runtime, device, wait, blame(calls.back()), RunLabel{kind, &calls},
-          unlocker);
+  execute(*launched.program, storages.items(), runtime, device, wait, [&calls] { return blame(calls.back()); },
+          RunLabel{kind, &calls}, unlocker);
   return launched;
 }
 

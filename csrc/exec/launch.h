@@ -38,7 +38,8 @@ struct Unlocker {
   std::function<void()> reacquire;
 };
 
-std::string at_location(const std::string& location);
+std::string at_location(const SourceLocation& location);
+using Blame = std::function<std::string()>;
 std::string blame(const OpCall& call);
 
 // What a program's arguments come from besides storages: the calls' runtime numbers in order,
@@ -83,8 +84,9 @@ struct RunLabel {
 };
 
 // Runs `program` with its storage parameters and results taken from `storages` (indexed like the
-// program's storage set) and installs the results. `blame` names the op in error messages.
+// program's storage set) and installs the results. `blame` names the op in error messages (built
+// only when one is raised).
 void execute(const cache::Program& program, const std::vector<Storage*>& storages, const RuntimeArguments& runtime,
-             int device, bool wait, const std::string& blame, const RunLabel& label, const Unlocker& unlocker);
+             int device, bool wait, const Blame& blame, const RunLabel& label, const Unlocker& unlocker);
 
 }  // namespace tpu::exec

@@ -4,6 +4,9 @@
 #include <frameobject.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+
+#include <mutex>
+#include <unordered_map>
 #include <torch/csrc/Generator.h>
 
 #include "aten/backward_context.h"
@@ -42,21 +45,56 @@ bool is_internal(const std::string& file) {
          file.find("<frozen") != std::string::npos;
 }
 
-// "file.py:12" of the innermost frame outside torch and torch_tpu, for error messages.
-std::string python_location() {
-  if (!Py_IsInitialized()) return "";
+// What a location needs of a code object, found once per code object: recording an op in
+// defer-and-fuse must not build strings. Each code object met is kept alive (a strong reference),
+// so that its address names it for as long as a recorded op may refer to it; past kMaxCodes the
+// new ones are not kept and their ops record no location.
+struct CodeFacts {
+  bool internal;
+  std::string file;
+};
+constexpr size_t kMaxCodes = 1 << 16;
+std::unordered_map<const PyCodeObject*, CodeFacts>& code_facts() {  // under the GIL
+  static auto* facts = new std::unordered_map<const PyCodeObject*, CodeFacts>();
+  return *facts;
+}
+std::mutex g_code_facts_mutex;  // the formatter reads the table without the GIL
+
+const CodeFacts* facts_of(PyCodeObject* code) {
+  auto& facts = code_facts();
+  auto it = facts.find(code);
+  if (it != facts.end()) return &it->second;
+  if (facts.size() >= kMaxCodes) return nullptr;
+  const char* file = PyUnicode_AsUTF8(code->co_filename);
+  std::string name = file ? file : "";
+  Py_INCREF(code);
+  std::lock_guard<std::mutex> lock(g_code_facts_mutex);
+  return &facts.emplace(code, CodeFacts{is_internal(name), name}).first->second;
+}
+
+// Before Python 3.11 a frame's instruction offset is not public: the line is taken at once.
+#if PY_VERSION_HEX >= 0x030B0000
+int instruction_of(PyFrameObject* frame) { return PyFrame_GetLasti(frame); }
+int line_of(PyCodeObject* code, int instruction) { return PyCode_Addr2Line(code, instruction); }
+#else
+int instruction_of(PyFrameObject* frame) { return PyFrame_GetLineNumber(frame); }
+int line_of(PyCodeObject*, int line) { return line; }
+#endif
+
+// The innermost frame outside torch and torch_tpu, as its code object and instruction.
+tpu::exec::SourceLocation capture_python_location() {
+  if (!Py_IsInitialized()) return {};
   PyGILState_STATE gil = PyGILState_Ensure();
-  std::string where;
+  tpu::exec::SourceLocation where;
   PyFrameObject* frame = PyEval_GetFrame();
   Py_XINCREF(frame);
   while (frame) {
     PyCodeObject* code = PyFrame_GetCode(frame);
-    const char* file = PyUnicode_AsUTF8(code->co_filename);
-    std::string name = file ? file : "";
-    int line = PyFrame_GetLineNumber(frame);
-    Py_DECREF(code);
-    if (!is_internal(name)) {
-      where = name + ":" + std::to_string(line);
+    const CodeFacts* facts = facts_of(code);
+    Py_DECREF(code);  // kept alive by code_facts()
+    if (!facts) break;
+    if (!facts->internal) {
+      where = {code, instruction_of(frame)};
       break;
     }
     PyFrameObject* back = PyFrame_GetBack(frame);
@@ -67,6 +105,21 @@ std::string python_location() {
   if (PyErr_Occurred()) PyErr_Clear();
   PyGILState_Release(gil);
   return where;
+}
+
+// "file.py:12". Runs without the GIL: messages are built under the executor's lock, where taking
+// the GIL could deadlock with a Python thread waiting for that lock; the code object is alive and
+// its line table immutable, and the file name was copied when the code object was first met.
+std::string format_python_location(const tpu::exec::SourceLocation& where) {
+  auto* code = static_cast<PyCodeObject*>(const_cast<void*>(where.code));
+  std::string file;
+  {
+    std::lock_guard<std::mutex> lock(g_code_facts_mutex);
+    auto it = code_facts().find(code);
+    if (it == code_facts().end()) return "";
+    file = it->second.file;
+  }
+  return file + ":" + std::to_string(line_of(code, where.instruction));
 }
 
 py::dict metrics() {
@@ -126,7 +179,7 @@ py::dict memory_stats(int device) {
 PYBIND11_MODULE(_C, m) {
   tpu::aten::register_structured_functional_kernels();
   tpu::aten::register_hooks();
-  tpu::exec::set_location_provider(&python_location);
+  tpu::exec::set_location_provider({&capture_python_location, &format_python_location});
 
   m.def("_set_plugin_candidates", [](const std::vector<std::pair<std::string, std::string>>& candidates) {
     std::vector<tpu::runtime::PluginCandidate> list;

@@ -150,7 +150,8 @@ TEST(keys_leave_out_runtime_numbers_and_runtime_offsets) {
   }
   // Nor where the user's code called it, nor the random stream's position.
   exec::OpCall elsewhere = add_call();
-  elsewhere.location = "model.py:12";
+  static const int code_object = 0;
+  elsewhere.location = {&code_object, 12};
   elsewhere.seed = 99;
   elsewhere.offset = 7;
   EXPECT(key_of(elsewhere).key == plain.key);
