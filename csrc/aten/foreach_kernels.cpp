@@ -74,6 +74,11 @@ bool run_as_list_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     results = call.fresh_results(self, reduces);
   }
   if (!call.run()) return false;
+  // As CPU's per-tensor loop and CUDA's kernels do: autograd then refuses a backward pass through
+  // a value this call changed.
+  if (in_place) {
+    for (const at::Tensor& t : self) t.unsafeGetTensorImpl()->bump_version();
+  }
   torch::jit::drop(*stack, num_args);
   if (!in_place) stack->push_back(c10::IValue(results));
   return true;

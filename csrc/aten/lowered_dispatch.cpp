@@ -453,15 +453,25 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
 
 }  // namespace
 
+namespace {
+
+// The op's lowering, looked up by name once per operator (per thread, so that the lookup before
+// every op takes no lock).
+const lowering::Entry* lowering_of(const c10::FunctionSchema& schema) {
+  thread_local std::unordered_map<const c10::FunctionSchema*, const lowering::Entry*> cache;
+  auto [it, inserted] = cache.emplace(&schema, nullptr);
+  if (inserted && schema.name().rfind("aten::", 0) == 0) it->second = lowering::find_lowering(schema.name().substr(6));
+  return it->second;
+}
+
+}  // namespace
+
 void run_lowered_or_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const auto& name = op.schema().name();
   const OpAdapter* adapter = adapter_for(op.schema());
   check_arguments_like_cpu(op, torch::jit::last(*stack, op.schema().arguments().size()), adapter);
   if (adapter && adapter->prepare) adapter->prepare(op, stack);
-  if (name.rfind("aten::", 0) == 0) {
-    if (const lowering::Entry* entry = lowering::find_lowering(name.substr(6))) {
-      if (run_lowered(op, stack, entry, adapter)) return;
-    }
+  if (const lowering::Entry* entry = lowering_of(op.schema())) {
+    if (run_lowered(op, stack, entry, adapter)) return;
   }
   run_on_cpu(op, stack);
 }
