@@ -9,6 +9,9 @@
   step in defer_and_fuse, recording only (the step's graph runs after the clock stops);
   fused_optimizer_step_host_ms the same with AdamW(fused=True), one recorded op, which is
   PyTorch's own Python around the step plus one record.
+- strict_plugin_execute_us_per_op: of strict_us_per_op, the host time inside the plugin's execute
+  call (torch_tpu.metrics()["execute_call_seconds"]): the CPU plugin runs a tiny program inline, so
+  this is a floor no dispatch work removes, beside PyTorch's own dispatch (cpu_us_per_op).
 - cpu_us_per_op, cpu_optimizer_step_ms: the same on PyTorch CPU eager, and each tpu figure's
   ratio to its CPU figure (`*_over_cpu`).
 
@@ -74,8 +77,13 @@ def main():
     for mode in ("strict", "debug"):
         with torch_tpu.eager_mode(mode):
             per_op_us(tpu_x, tpu_y, 2, 50, torch.tpu.synchronize)  # compile + warm up
+            torch_tpu.reset_metrics()
             results[f"{mode}_us_per_op"] = round(
                 per_op_us(tpu_x, tpu_y, args.batches, args.ops, torch.tpu.synchronize), 2)
+            if mode == "strict":
+                metrics = torch_tpu.metrics()
+                results["strict_plugin_execute_us_per_op"] = round(
+                    metrics["execute_call_seconds"] / metrics["executions"] * 1e6, 2)
     with torch_tpu.eager_mode("defer_and_fuse"):
         per_op_us(tpu_x, tpu_y, 2, args.ops, torch.tpu.synchronize, timed_sync=False)
         results["fused_record_us_per_op"] = round(

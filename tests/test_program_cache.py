@@ -70,3 +70,13 @@ def test_different_shapes_and_dtypes_are_different_programs(mode):
     assert compiles >= 1
     compiles, _ = compiles_during(lambda: a.double().cos())
     assert compiles >= 1
+
+
+def test_the_plugin_execute_time_is_counted_and_reset(mode):
+    x = torch.randn(7, 3, device="tpu")
+    (x + 1).sum().item()  # compiled before the count
+    torch_tpu.reset_metrics()
+    assert torch_tpu.metrics()["execute_call_seconds"] == 0
+    (x * 2).sum().item()
+    metrics = torch_tpu.metrics()
+    assert metrics["executions"] >= 1 and metrics["execute_call_seconds"] > 0

@@ -77,7 +77,8 @@ def set_fallback_error(enabled):
 
 def metrics():
     """Counters of the executor and the program cache: ops, cache_hits, cache_misses, compiles,
-    compile_seconds, executions, cache_entries; compile cost per kind of program
+    compile_seconds, executions, execute_call_seconds (host time inside the plugin's execute calls),
+    cache_entries; compile cost per kind of program
     (compiles_per_op, compile_seconds_per_op, and the same for fused_graph and compiled_graph),
     quick_compiles, per_op_compile_median_ms, compile_upgrades and compile_upgrade_seconds (the
     background full compiles of quick programs), slow_compiles; how ops' result layouts were found:

@@ -132,6 +132,7 @@ py::dict metrics() {
   d["compiles"] = c.cache_misses;
   d["compile_seconds"] = c.compile_seconds;
   d["executions"] = c.executions;
+  d["execute_call_seconds"] = tpu::runtime::Client::execute_call_seconds();
   d["cache_entries"] = tpu::cache::ProgramCache::get().size();
   d["flushes"] = c.flushes;
   d["program_outputs"] = c.program_outputs;
@@ -232,6 +233,7 @@ PYBIND11_MODULE(_C, m) {
   }, py::arg("reason") = "explicit");
   m.def("_reset_metrics", [] {
     tpu::exec::reset_counters();
+    tpu::runtime::Client::reset_execute_call_seconds();
     tpu::aten::reset_meta_counters();
   });
   // The device activity torch.profiler's device events come from, for the advisor: starting

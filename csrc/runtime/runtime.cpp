@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -467,6 +468,13 @@ ExecutablePtr Client::deserialize(const std::string& bytes) {
   return std::make_shared<Executable>(args.loaded_executable);
 }
 
+namespace {
+std::atomic<int64_t> g_execute_call_ns{0};
+}  // namespace
+
+double Client::execute_call_seconds() { return static_cast<double>(g_execute_call_ns.load()) * 1e-9; }
+void Client::reset_execute_call_seconds() { g_execute_call_ns.store(0); }
+
 ExecuteResult Client::execute(const Executable& executable, int device,
                               const std::vector<const Buffer*>& arguments,
                               const std::vector<TensorType>& output_types,
@@ -491,7 +499,12 @@ ExecuteResult Client::execute(const Executable& executable, int device,
   args.execute_device = devices_.at(device);
   options.non_donatable_input_indices = keep_arguments.data();
   options.num_non_donatable_input_indices = keep_arguments.size();
-  check(api_->PJRT_LoadedExecutable_Execute(&args), "program execution");
+  auto started = std::chrono::steady_clock::now();
+  PJRT_Error* execute_error = api_->PJRT_LoadedExecutable_Execute(&args);
+  g_execute_call_ns.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count(),
+      std::memory_order_relaxed);
+  check(execute_error, "program execution");
   // Before the results are counted, so that a donation never shows as a peak of both.
   for (const Buffer* b : arguments) {
     auto deleted = make_args<PJRT_Buffer_IsDeleted_Args>();

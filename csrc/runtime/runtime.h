@@ -158,6 +158,10 @@ class Client {
                         const std::vector<const Buffer*>& arguments,
                         const std::vector<TensorType>& output_types,
                         const std::vector<int64_t>& keep_arguments = {});
+  // Host time spent inside the plugin's execute calls since the last reset: the part of an op's
+  // dispatch cost that belongs to the plugin (the CPU plugin runs a tiny program inline).
+  static double execute_call_seconds();
+  static void reset_execute_call_seconds();
   // Runs a compile_replicated program: arguments[i] on devices[i]; one result per replica.
   std::vector<ExecuteResult> execute_replicated(const Executable& executable, const std::vector<int>& devices,
                                                 const std::vector<std::vector<const Buffer*>>& arguments,
