@@ -3,6 +3,8 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <unordered_map>
+
 #include "aten/tpu_tensor.h"
 
 namespace tpu::aten {
@@ -119,13 +121,14 @@ std::vector<at::Tensor> ListCall::fresh_results(at::TensorList like, bool rank0)
 }
 
 bool ListCall::entries_independent() const {
-  for (size_t w = 0; w < written_.size(); ++w) {
-    for (size_t other = w + 1; other < written_.size(); ++other) {
-      if (written_[other].second == written_[w].second) return false;
-    }
-    for (const auto& [index, storage] : read_) {
-      if (storage == written_[w].second && index != written_[w].first) return false;
-    }
+  std::unordered_map<const void*, int64_t> written_at;  // storage -> the list index written there
+  written_at.reserve(written_.size());
+  for (const auto& [index, storage] : written_) {
+    if (!written_at.emplace(storage, index).second) return false;
+  }
+  for (const auto& [index, storage] : read_) {
+    auto it = written_at.find(storage);
+    if (it != written_at.end() && it->second != index) return false;
   }
   return true;
 }
