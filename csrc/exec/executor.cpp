@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -81,9 +82,11 @@ std::unordered_map<uint64_t, std::shared_ptr<Lane>> g_pending;
 std::unordered_set<uint64_t> g_in_flight;
 uint64_t g_next_epoch = 1;
 std::map<std::string, int64_t> g_flush_reasons;
-// Fragments of call keys whose lowering is known to succeed: a recorded op must be lowerable,
-// because once recorded it can no longer take the CPU fallback.
-std::unordered_set<std::string> g_lowerable;
+// Hashes of the call-key fragments whose lowering is known to succeed: a recorded op must be
+// lowerable, because once recorded it can no longer take the CPU fallback. (A hash, not the
+// fragment: an op's fragment is rebuilt each time it is recorded, and copying and comparing it
+// was a visible part of recording one.)
+std::unordered_set<uint64_t> g_lowerable;
 // Programs compiled per user line that ended a graph: a line that keeps compiling is warned of.
 std::map<std::string, int> g_compiles_by_site;
 
@@ -384,7 +387,7 @@ void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call)
   size_t start = graph.key.size();
   size_t offsets_start = graph.offsets.size();
   append_call_key(graph.key, call, *graph.storages, graph.offsets);
-  std::string fragment = graph.key.substr(start);
+  const uint64_t fragment = std::hash<std::string_view>{}(std::string_view(graph.key).substr(start));
   if (!g_lowerable.count(fragment)) {
     try {
       ProgramBuilder trial(*graph.storages);
@@ -395,7 +398,7 @@ void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call)
       if (starts) graph = PendingGraph{};
       throw;
     }
-    g_lowerable.insert(std::move(fragment));
+    g_lowerable.insert(fragment);
   }
   if (starts) g_pending.emplace(graph.epoch, lane);
   for (const auto& view : call.inputs) state_of(*view.storage).graph_epoch = graph.epoch;
