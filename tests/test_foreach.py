@@ -92,6 +92,7 @@ DECLINED = [
     ("transposed_entries", lambda a, b: torch._foreach_add([a[0].t(), a[1].t()], [b[0].t(), b[1].t()])),
     ("broadcast_entries", lambda a, b: torch._foreach_add([a[0], a[1]], [b[0][:1], b[1][1:2]])),
     ("vector_of_scalars", lambda a, b: torch._foreach_addcmul(a, b, b, torch.tensor([1.0, 2.0, 3.0, 4.0]))),
+    ("norm_in_float64", lambda a, b: torch._foreach_norm(a, 2, dtype=torch.float64)),
 ]
 
 

@@ -68,6 +68,20 @@ def test_pending_op_bound():
         torch_tpu._C._set_max_pending_ops(20000)
 
 
+def test_a_list_op_counts_each_tensor_it_writes_toward_the_bound():
+    # A foreach call's program holds each entry's update, so it weighs as many ops.
+    tensors = [torch.zeros(4, device="tpu") for _ in range(6)]
+    torch.tpu.synchronize()
+    torch_tpu._C._set_max_pending_ops(10)
+    try:
+        with torch_tpu.eager_mode("fused"):
+            _, reasons = flushes(lambda: [torch._foreach_add_(tensors, 1.0) for _ in range(4)])
+            assert reasons == {"pending-op bound": 2}
+            assert [t.cpu().tolist() for t in tensors] == [[4.0] * 4] * 6
+    finally:
+        torch_tpu._C._set_max_pending_ops(20000)
+
+
 def test_dead_intermediates_are_never_materialised():
     x = torch.randn(64, device="tpu")
     torch.tpu.synchronize()

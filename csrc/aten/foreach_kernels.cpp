@@ -49,7 +49,9 @@ bool run_as_list_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const bool reduces = schema.name() == "aten::_foreach_norm";
   if ((!in_place && schema.returns().size() != 1) || (in_place && reduces)) return false;
   ListCall call(schema.name().substr(6), schema.overload_name(), entry);
-  for (const c10::IValue& value : args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& value = args[i];
+    const c10::TypeKind kind = schema.arguments()[i].real_type()->kind();
     bool taken = false;
     if (value.isTensorList()) {
       std::vector<at::Tensor> list = value.toTensorVector();
@@ -59,12 +61,12 @@ bool run_as_list_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     } else if (value.isTensor()) {
       const at::Tensor& t = value.toTensor();
       taken = (t.device().is_cpu() || t.scalar_type() == self[0].scalar_type()) && call.add_scalar_tensor(t);
-    } else if (value.isScalar()) {
-      taken = call.add_number(value.toScalar());
     } else if (value.isNone()) {
       call.add_none();
       taken = true;
-    }  // else a dtype for _foreach_norm, a bool for _foreach_copy_: the composite's
+    } else if (kind == c10::TypeKind::NumberType) {
+      taken = call.add_number(value.toScalar());
+    }  // else a dtype for _foreach_norm (its results would take it), a bool for _foreach_copy_
     if (!taken) return false;
   }
   std::vector<at::Tensor> results;

@@ -71,21 +71,13 @@ bool ListCall::add_scalar_tensor(const at::Tensor& t) {
 }
 
 bool ListCall::add_number(const c10::Scalar& s) {
-  exec::RuntimeNumber number;
-  if (s.isFloatingPoint()) {
-    number.dtype = DType::F64;
-    number.f = s.toDouble();
-  } else if (s.isIntegral(false)) {
-    number.dtype = DType::I64;
-    number.i = s.toLong();
-  } else {
-    return false;  // complex, bool and symbolic numbers
-  }
+  std::optional<exec::RuntimeNumber> number = runtime_number(s);
+  if (!number) return false;
   Arg arg;
   arg.kind = Arg::Kind::Number;
   arg.weak = true;
   arg.slot = static_cast<int32_t>(call_.numbers.size());
-  call_.numbers.push_back(number);
+  call_.numbers.push_back(*number);
   call_.args.push_back(std::move(arg));
   return true;
 }

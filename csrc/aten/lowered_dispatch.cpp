@@ -308,23 +308,12 @@ class CallBuilder {
   }
 
   void number_from(const c10::Scalar& s, bool weak, Arg* arg) {
-    exec::RuntimeNumber number;
-    if (s.isFloatingPoint()) {
-      number.dtype = DType::F64;
-      number.f = s.toDouble();
-    } else if (s.isBoolean()) {
-      number.dtype = DType::Bool;
-      number.i = s.toBool();
-    } else if (s.isIntegral(false)) {
-      number.dtype = DType::I64;
-      number.i = s.toLong();
-    } else {
-      throw NotLowerable{};  // complex and symbolic numbers
-    }
+    std::optional<exec::RuntimeNumber> number = runtime_number(s);
+    if (!number) throw NotLowerable{};  // complex and symbolic numbers
     arg->kind = Arg::Kind::Number;
     arg->weak = weak;
     arg->slot = static_cast<int32_t>(call_.numbers.size());
-    call_.numbers.push_back(number);
+    call_.numbers.push_back(*number);
   }
 
   void number_arg(const c10::IValue& value, Arg* arg) {

@@ -6,6 +6,23 @@
 
 namespace tpu::aten {
 
+std::optional<exec::RuntimeNumber> runtime_number(const c10::Scalar& s) {
+  exec::RuntimeNumber number;
+  if (s.isFloatingPoint()) {
+    number.dtype = DType::F64;
+    number.f = s.toDouble();
+  } else if (s.isBoolean()) {
+    number.dtype = DType::Bool;
+    number.i = s.toBool();
+  } else if (s.isIntegral(false)) {
+    number.dtype = DType::I64;
+    number.i = s.toLong();
+  } else {
+    return std::nullopt;
+  }
+  return number;
+}
+
 DType to_dtype(at::ScalarType type) {
   switch (type) {
     case at::kBool: return DType::Bool;

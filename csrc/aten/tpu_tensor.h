@@ -4,6 +4,9 @@
 
 #include <ATen/Tensor.h>
 #include <c10/core/Allocator.h>
+#include <c10/core/Scalar.h>
+
+#include <optional>
 
 #include "aten/device_allocator.h"
 #include "exec/executor.h"
@@ -11,6 +14,10 @@
 namespace tpu::aten {
 
 DType to_dtype(at::ScalarType type);  // throws TypeError-like c10::Error for unsupported types
+
+// A Python number or Scalar as a program's runtime argument; nullopt for complex and symbolic
+// numbers, which lowerings do not take.
+std::optional<exec::RuntimeNumber> runtime_number(const c10::Scalar& s);
 at::ScalarType to_scalar_type(DType dtype);
 
 // The device value behind a tensor's storage.

@@ -46,6 +46,9 @@ struct PendingGraph {
   std::string key;
   std::vector<int64_t> offsets;  // the views' runtime offsets, as append_call_key lists them
   SourceLocation last_location;
+  // What the compile-time bound measures: ops, a list op (a foreach call, a fused optimizer)
+  // counting one per tensor it writes, since its program holds each entry's update.
+  int64_t weight = 0;
   uint64_t last_correlation = 0;  // the profiler's id of the op that recorded the last call
   // Per call: where its part of the key and of the offsets ends, so that the graph can be cut
   // after any call.
@@ -183,6 +186,11 @@ double fused_compile_budget_seconds() {
 double g_fused_seconds_per_op = 2e-3;
 constexpr int64_t kMinBoundedOps = 256;
 constexpr size_t kLoopProbe = 128;  // the smallest graph probed for a growing loop
+
+int64_t weight_of(const OpCall& call) {
+  int64_t results = static_cast<int64_t>(call.destinations.size()) - (call.lowering && call.lowering->checked ? 1 : 0);
+  return std::max<int64_t>(1, results);
+}
 
 int64_t fused_op_bound() {
   double by_cost = fused_compile_budget_seconds() / g_fused_seconds_per_op;
@@ -336,8 +344,9 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
   }
   land();
   if (launched.compile_seconds > 0) {
-    g_fused_seconds_per_op =
-        0.5 * g_fused_seconds_per_op + 0.5 * launched.compile_seconds / static_cast<double>(calls.size());
+    int64_t weight = 0;
+    for (const OpCall& call : calls) weight += weight_of(call);
+    g_fused_seconds_per_op = 0.5 * g_fused_seconds_per_op + 0.5 * launched.compile_seconds / static_cast<double>(weight);
     if (site.known()) warn_if_site_keeps_compiling(format_location(site));
   }
   if (capture) {
@@ -407,6 +416,7 @@ void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call)
   }
   graph.last_location = call.location;
   graph.last_correlation = trace::current_correlation();
+  graph.weight += weight_of(call);
   graph.key_ends.push_back(graph.key.size());
   graph.offsets_ends.push_back(graph.offsets.size());
   graph.calls.push_back(std::move(call));
@@ -427,7 +437,7 @@ void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call)
       return;
     }
   }
-  if (static_cast<int64_t>(n) >= fused_op_bound()) {
+  if (graph.weight >= fused_op_bound()) {
     flush_lane_locked(lock, lane, "pending-op bound", repeat_point(graph.calls));
   }
 }
