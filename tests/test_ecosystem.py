@@ -205,9 +205,9 @@ def test_cuda_amp_spellings_exist(mode):
     assert torch.amp.is_autocast_available("tpu")
 
 
-def test_grad_scaler_float16_matches_cpu(mode):
-    """GradScaler's two fused ops run on tpu (through the counted CPU fallback) and scale,
-    skip and update exactly as on the CPU, including the step skipped for an inf gradient."""
+def test_grad_scaler_float16_matches_cpu(mode, no_fallback):
+    """GradScaler's two fused ops run on the device and scale, skip and update exactly as on
+    the CPU, including the step skipped for an inf gradient."""
     torch.manual_seed(0)
     ref = torch.nn.Linear(8, 4)
     steps = [torch.randn(16, 8) for _ in range(3)] + [torch.full((16, 8), 1e4)]  # the last overflows
@@ -229,6 +229,41 @@ def test_grad_scaler_float16_matches_cpu(mode):
     (cpu_scales, cpu_weight), (scales, weight) = runs
     assert scales == cpu_scales and scales[-1] < scales[-2]  # the overflow halved the scale
     torch.testing.assert_close(weight, cpu_weight, atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.parametrize("poison", [None, float("inf"), float("nan")])
+def test_grad_scaler_unscale_op_matches_cpu(mode, no_fallback, poison):
+    generator = torch.Generator().manual_seed(0)
+    grads = [torch.randn(5, 3, generator=generator), torch.randn(4, generator=generator).half(), torch.randn(())]
+    if poison is not None:
+        grads[1][2] = poison
+    results = []
+    for device in ("cpu", "tpu"):
+        tensors = [g.clone().to(device) for g in grads]
+        found_inf = torch.zeros((), device=device)
+        torch._amp_foreach_non_finite_check_and_unscale_(tensors, found_inf, torch.full((), 0.25, device=device))
+        results.append(([t.cpu() for t in tensors], found_inf.item()))
+    (cpu_grads, cpu_found), (grads_tpu, found) = results
+    assert found == cpu_found == (0.0 if poison is None else 1.0)
+    torch.testing.assert_close(grads_tpu, cpu_grads, equal_nan=True)
+
+
+@pytest.mark.parametrize("scale,tracker,found_inf", [
+    (2.0**8, 0, 1.0),     # an inf: back off, start counting again
+    (2.0**8, 0, 0.0),     # one more good step
+    (2.0**8, 2, 0.0),     # the growth interval reached: grow
+    (3.0e38, 2, 0.0),     # growing would overflow: keep the scale, reset the count
+])
+def test_grad_scaler_update_op_matches_cpu(mode, no_fallback, scale, tracker, found_inf):
+    results = []
+    for device in ("cpu", "tpu"):
+        current = torch.full((), scale, device=device)
+        growth_tracker = torch.full((), tracker, dtype=torch.int32, device=device)
+        returned = torch._amp_update_scale_(current, growth_tracker, torch.full((), found_inf, device=device),
+                                            2.0, 0.5, 3)
+        assert returned is current
+        results.append((current.item(), growth_tracker.item()))
+    assert results[1] == results[0]
 
 
 # ---------------------------------------------------------------- checkpoints

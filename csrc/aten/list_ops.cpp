@@ -70,6 +70,17 @@ bool ListCall::add_scalar_tensor(const at::Tensor& t) {
   return true;
 }
 
+bool ListCall::add_tensor(const at::Tensor& t) {
+  if (!is_tpu(t) || !same_device(t) || t.is_conj() || t.is_neg()) return false;
+  Arg arg;
+  arg.kind = Arg::Kind::Tensor;
+  arg.slot = static_cast<int32_t>(call_.inputs.size());
+  call_.inputs.push_back(view_of(t));
+  read_.emplace_back(-1, storage_key(t));
+  call_.args.push_back(std::move(arg));
+  return true;
+}
+
 bool ListCall::add_number(const c10::Scalar& s) {
   std::optional<exec::RuntimeNumber> number = runtime_number(s);
   if (!number) return false;
@@ -98,6 +109,12 @@ void ListCall::write_into(at::TensorList targets) {
     call_.destinations.push_back(view_of(t));
     written_.emplace_back(static_cast<int64_t>(i), storage_key(t));
   }
+}
+
+void ListCall::write_into(const at::Tensor& target) {
+  call_.outputs.push_back({to_dtype(target.scalar_type()), Dims(target.sizes().begin(), target.sizes().end())});
+  call_.destinations.push_back(view_of(target));
+  written_.emplace_back(-1, storage_key(target));
 }
 
 std::vector<at::Tensor> ListCall::fresh_results(at::TensorList like, bool rank0) {

@@ -25,6 +25,8 @@ class ListCall {
   bool add_number_list(c10::ArrayRef<c10::IValue> scalars);
   // A 0-dim tensor operand: a tpu tensor, or a CPU one, which acts as a number as on CUDA.
   bool add_scalar_tensor(const at::Tensor& t);
+  // A tensor operand outside the lists (GradScaler's scale and flags), on the lists' device.
+  bool add_tensor(const at::Tensor& t);
   bool add_number(const c10::Scalar& s);
   void add_bool(bool value);
   void add_none();
@@ -32,6 +34,7 @@ class ListCall {
   // The call's results, in the lowering's order: written into `targets` (in place), or into fresh
   // tensors of `sizes` and the entries' dtype (returned).
   void write_into(at::TensorList targets);
+  void write_into(const at::Tensor& target);  // a tensor outside the lists
   std::vector<at::Tensor> fresh_results(at::TensorList like, bool rank0);
 
   // Records or runs the call; false (nothing recorded or run) where the lowering declines it or
