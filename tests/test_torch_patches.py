@@ -354,6 +354,21 @@ def test_a_step_with_a_closure_runs_as_the_mode_runs_it(mode):
                                                "defer_and_fuse": "DEFER_AND_FUSE"}[mode]
 
 
+def test_a_cpu_optimizer_step_never_reaches_the_device(monkeypatch):
+    # A process forked after using the device refuses every device call; its CPU training must not
+    # notice torch_tpu.
+    def refuse(*args):
+        raise AssertionError("the executor was called for a CPU optimizer")
+
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    model(torch.randn(4, 3)).sum().backward()
+    monkeypatch.setattr(torch_tpu._C, "_flush", refuse)
+    monkeypatch.setattr(torch_tpu._C, "_swap_thread_mode", refuse)
+    with torch_tpu.eager_mode("strict"):
+        optimizer.step()
+
+
 class _DoublesThenFails(torch.optim.Optimizer):
     def __init__(self, params):
         super().__init__(params, {})

@@ -105,6 +105,12 @@ def following_the_caller(run_backward):
     return engine_run_backward
 
 
+def _updates_tpu(optimizer):
+    # A CPU model's optimizer never reaches the executor (nor, in a process forked after the
+    # device was used, the executor's refusal to run there).
+    return any(p.device.type == "tpu" for group in optimizer.param_groups for p in group["params"])
+
+
 def optimizer_steps_as_one_program(profile_hook_step):
     """torch.optim.Optimizer.profile_hook_step (the wrapper every optimizer's step gets), made to
     run a strict-mode step as one program, as CUDA's fused=True kernels run it: recorded as in
@@ -119,7 +125,7 @@ def optimizer_steps_as_one_program(profile_hook_step):
         @functools.wraps(step)
         def step_as_one_program(*args, **kwargs):
             if (torch.compiler.is_compiling() or _C._get_mode() != EagerMode.DEFER_NEVER.value
-                    or len(args) > 1 or kwargs.get("closure") is not None):
+                    or len(args) > 1 or kwargs.get("closure") is not None or not _updates_tpu(args[0])):
                 return step(*args, **kwargs)
             previous = _C._swap_thread_mode(EagerMode.DEFER_AND_FUSE.value)
             try:
