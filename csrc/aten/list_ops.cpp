@@ -59,14 +59,8 @@ bool ListCall::add_number_list(c10::ArrayRef<c10::IValue> scalars) {
 bool ListCall::add_scalar_tensor(const at::Tensor& t) {
   if (!t.defined() || t.dim() != 0) return false;
   if (t.device().is_cpu()) return add_number(t.item());
-  if (!is_tpu(t) || !same_device(t) || t.is_conj() || t.is_neg()) return false;
-  Arg arg;
-  arg.kind = Arg::Kind::Tensor;
-  arg.weak = true;
-  arg.slot = static_cast<int32_t>(call_.inputs.size());
-  call_.inputs.push_back(view_of(t));
-  read_.emplace_back(-1, storage_key(t));
-  call_.args.push_back(std::move(arg));
+  if (!add_tensor(t)) return false;
+  call_.args.back().weak = true;
   return true;
 }
 
