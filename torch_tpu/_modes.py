@@ -115,9 +115,8 @@ def optimizer_steps_as_one_program(profile_hook_step):
     """torch.optim.Optimizer.profile_hook_step (the wrapper every optimizer's step gets), made to
     run a strict-mode step as one program, as CUDA's fused=True kernels run it: recorded as in
     defer-and-fuse and flushed when the step returns or raises. Op by op, foreach AdamW keeps a
-    parameter-sized temporary per call alive between programs (the denominators) and writes every
-    moment twice; as one program the old buffers are donated and the step needs almost nothing
-    beyond its state. Argument checks still raise at the op that fails. A step given a closure
+    parameter-sized temporary per call alive between programs (the denominators); as one program
+    the old buffers are donated and the step needs almost nothing beyond its state. Argument checks still raise at the op that fails. A step given a closure
     (LBFGS and friends run forward and backward inside it) stays op by op, and so does a step
     traced by torch.compile. _torch_patches installs it."""
 
@@ -135,8 +134,7 @@ def optimizer_steps_as_one_program(profile_hook_step):
                 _C._swap_thread_mode(previous)
                 _C._flush("optimizer step")
 
-        # Inside the profiler's "Optimizer.step#..." scope, which the program's device event
-        # is then linked to; the step hooks run outside the group, in the caller's mode.
+        # Inside the wrapper: the step hooks run outside the group, in the caller's mode.
         return profile_hook_step(step_as_one_program)
 
     return hooked

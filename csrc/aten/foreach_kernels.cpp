@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "aten/list_ops.h"
+#include "aten/lowered_dispatch.h"
 #include "aten/op_groups.h"
 
 namespace tpu::aten {
@@ -40,7 +41,7 @@ bool like_self(at::TensorList list, at::TensorList self) {
 // The call as one list op (lowering/foreach.cpp), when its arguments are the plain case.
 bool run_as_list_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
-  const lowering::Entry* entry = lowering::find_lowering(schema.name().substr(6));
+  const lowering::Entry* entry = lowering_of(schema);
   const size_t num_args = schema.arguments().size();
   at::ArrayRef<c10::IValue> args = torch::jit::last(*stack, num_args);
   if (!entry || args.empty() || !args[0].isTensorList() || args[0].toTensorList().empty()) return false;

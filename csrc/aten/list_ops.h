@@ -32,7 +32,7 @@ class ListCall {
   void add_none();
 
   // The call's results, in the lowering's order: written into `targets` (in place), or into fresh
-  // tensors of `sizes` and the entries' dtype (returned).
+  // tensors with `like`'s entries' sizes (rank 0 for a reduction) and dtype (returned).
   void write_into(at::TensorList targets);
   void write_into(const at::Tensor& target);  // a tensor outside the lists
   std::vector<at::Tensor> fresh_results(at::TensorList like, bool rank0);

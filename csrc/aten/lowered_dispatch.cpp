@@ -442,18 +442,13 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
 
 }  // namespace
 
-namespace {
-
-// The op's lowering, looked up by name once per operator (per thread, so that the lookup before
-// every op takes no lock).
 const lowering::Entry* lowering_of(const c10::FunctionSchema& schema) {
+  // Per thread, so that the lookup before every op takes no lock.
   thread_local std::unordered_map<const c10::FunctionSchema*, const lowering::Entry*> cache;
   auto [it, inserted] = cache.emplace(&schema, nullptr);
   if (inserted && schema.name().rfind("aten::", 0) == 0) it->second = lowering::find_lowering(schema.name().substr(6));
   return it->second;
 }
-
-}  // namespace
 
 void run_lowered_or_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const OpAdapter* adapter = adapter_for(op.schema());

@@ -4,7 +4,12 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
+#include "lowering/registry.h"
+
 namespace tpu::aten {
+
+// An aten op's lowering, looked up by name once per operator; null when it has none.
+const lowering::Entry* lowering_of(const c10::FunctionSchema& schema);
 
 // The generic path: `op`'s lowering where it has one and the arguments allow, else the CPU
 // fallback. For dedicated kernels that handle one case themselves and leave the rest to it.

@@ -6,6 +6,7 @@
 // growth_interval steps without one, unless growing it would overflow.
 #include <vector>
 
+#include "lowering/helpers.h"
 #include "lowering/registry.h"
 
 namespace tpu::lowering {
@@ -26,9 +27,7 @@ std::vector<Value> lower_unscale(Context& ctx) {
   for (Value grad : grads) {
     Value g = b.convert(grad, DType::F32);
     Value finite = b.op1("stablehlo.is_finite", {g}, {DType::Bool, b.dims(g)});
-    Dims every_dim;
-    for (int64_t d = 0; d < b.rank(g); ++d) every_dim.push_back(d);
-    Value all_finite = b.reduce(finite, b.constant(1, DType::Bool), every_dim, "stablehlo.and");
+    Value all_finite = b.reduce(finite, b.constant(1, DType::Bool), all_dims(b.rank(g)), "stablehlo.and");
     any_nonfinite = b.binary("stablehlo.or", any_nonfinite, b.unary("stablehlo.not", all_finite));
     results.push_back(b.convert(b.mul(g, b.broadcast_to(inv_scale, b.dims(g))), b.dtype(grad)));
   }
