@@ -15,9 +15,14 @@ each figure is taken in a fresh process with its own empty cache directory:
   block is 256 there), the programs compiled in each mode, next to the count for one length
   (compiled_graph_programs: of those, the compiled mode's whole-graph programs, the rest being
   its eager optimizer step's per-op programs);
-- median_per_op_compile_ms: the median compile of a per-op program in the strict first step.
+- median_per_op_compile_ms: the median compile of a per-op program in the strict first step;
+- static_generate (Llama only): generate() with cache_implementation="static" (one cache size)
+  over 12 prompts of lengths 5..31, 16 new tokens each: in strict, where generate() compiles the
+  decode step itself, and with a compiled forward; the whole-graph programs each prompt compiled
+  (once for the decode step, once per bucket of prompt lengths for the prefill) and whether the
+  tokens equal the CPU's.
 
-    python benchmarks/compile_latency.py [--models gpt,llama] [--only first_step,generate,lengths]
+    python benchmarks/compile_latency.py [--models gpt,llama] [--only first_step,generate,static_generate,lengths]
 
 The last line is JSON.
 """
@@ -44,6 +49,8 @@ if device == "tpu":
     torch_tpu.set_eager_mode("strict" if mode == "compiled" else mode)
     torch_tpu.set_fallback_warnings(False)
 VOCAB = 256
+# Prompts of buckets 8, 16 and 32 (no pad token in them: generate() would add a mask argument).
+STATIC_PROMPT_LENGTHS = [5, 6, 7, 8, 11, 13, 16, 12, 20, 27, 9, 31]
 
 
 class Block(torch.nn.Module):
@@ -149,6 +156,24 @@ elif scenario == "generate":
         tokens = idx.cpu()[0, 8:].tolist()
     result["seconds"] = time.perf_counter() - start
     result["tokens"] = tokens
+elif scenario == "static_generate":
+    # Hugging Face's static cache, one size for every prompt: generate() compiles the decode step
+    # itself on a tpu model ("strict": unmodified code); "compiled" also compiles the prefill.
+    model = build().eval().to(device)
+    if mode in ("compiled", "cpu_compiled"):
+        model.forward = torch.compile(model.forward, backend=compile_backend)
+    kwargs = dict(max_new_tokens=16, min_new_tokens=16, do_sample=False, pad_token_id=0,
+                  cache_implementation="static", max_cache_len=64)
+    result["tokens"], result["graph_programs_per_prompt"] = [], []
+    start = time.perf_counter()
+    with torch.no_grad():
+        for n in STATIC_PROMPT_LENGTHS:
+            prompt = torch.randint(1, VOCAB, (1, n), generator=torch.Generator().manual_seed(n))
+            before = torch_tpu.metrics()["compiles_compiled_graph"] if device == "tpu" else 0
+            result["tokens"].append(model.generate(prompt.to(device), **kwargs).cpu()[0, n:].tolist())
+            if device == "tpu":
+                result["graph_programs_per_prompt"].append(torch_tpu.metrics()["compiles_compiled_graph"] - before)
+    result["seconds"] = time.perf_counter() - start
 elif scenario in ("lengths", "one_length"):
     model = build(block_size=256).to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -186,7 +211,7 @@ def run_child(model, scenario, mode, timeout):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default="gpt,llama")
-    parser.add_argument("--only", default="first_step,generate,lengths")
+    parser.add_argument("--only", default="first_step,generate,static_generate,lengths")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per measurement")
     args = parser.parse_args()
     scenarios = args.only.split(",")
@@ -212,6 +237,14 @@ def main():
                                                 for mode, c in cells.items() if mode != "cpu"}
             out["xla_slow_compile_alarm"] = out.get("xla_slow_compile_alarm", False) or any(
                 c.get("xla_slow_compile_alarm") for c in cells.values())
+        if "static_generate" in scenarios and model == "llama":
+            cells = {mode: run_child(model, "static_generate", mode, args.timeout) for mode in ("strict", "compiled", "cpu")}
+            out["static_generate_s"] = {mode: round(c["seconds"], 2) if "seconds" in c else c.get("error")
+                                        for mode, c in cells.items()}
+            out["static_generate_graph_programs_per_prompt"] = {
+                mode: c.get("graph_programs_per_prompt") for mode, c in cells.items() if mode != "cpu"}
+            out["static_generate_tokens_match_cpu"] = {mode: c.get("tokens") == cells["cpu"].get("tokens")
+                                                       for mode, c in cells.items() if mode != "cpu"}
         if "lengths" in scenarios:
             many = {mode: run_child(model, "lengths", mode, args.timeout) for mode in MODES}
             one = {mode: run_child(model, "one_length", mode, args.timeout) for mode in MODES}

@@ -143,6 +143,38 @@ def test_index_put_accumulating_over_a_padded_index_matches_cpu(mode):
     same_over_lengths(accumulate, inputs)
 
 
+def test_index_copy_of_a_padded_length_writes_only_its_rows(mode):
+    # A static KV cache's prefill: the rows of a prompt of n tokens go to positions start..start+n;
+    # at padded sizes the padding rows must write nothing, anywhere in the cache.
+    def write(cache, positions, states):
+        out = cache.clone()
+        out.index_copy_(2, positions, states)
+        return out, cache.index_copy(2, positions, states * 2)
+
+    def inputs(n):
+        g = torch.Generator().manual_seed(n)
+        start = n % 5
+        return [torch.randn(1, 2, 40, 3, generator=g), torch.arange(start, start + n), torch.randn(1, 2, n, 3, generator=g)]
+
+    # Lengths one apart, as prompts that grow: the uploads then get their bucket's room and pad.
+    torch_tpu.reset_metrics()
+    same_over_lengths(write, inputs, lengths=range(5, 20))
+    assert torch_tpu.metrics()["padded_launches"] > 0
+
+
+def test_index_copy_out_of_range_still_raises_when_the_index_is_padded(mode):
+    cache = torch.zeros(2, 20).to("tpu")
+    for n in range(2, 12):
+        cache.index_copy_(1, torch.arange(n).to("tpu"), torch.ones(2, n).to("tpu"))
+        torch.tpu.synchronize()  # in defer_and_fuse, a graph per length, which then pads too
+    torch_tpu.reset_metrics()
+    with pytest.raises(IndexError):
+        # The next length of the run, so that it pads as the ones before it did.
+        cache.index_copy_(1, torch.tensor([*range(11), 20]).to("tpu"), torch.ones(2, 12).to("tpu"))
+        torch.tpu.synchronize()
+    assert torch_tpu.metrics()["padded_launches"] > 0
+
+
 def test_compiled_attention_over_growing_lengths_compiles_per_bucket(mode):
     def attend(x, w):
         q, k, v = (x @ w).split(4, dim=-1)

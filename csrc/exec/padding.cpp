@@ -364,6 +364,10 @@ void plan_padding(OpCall& call, bool sizes_vary) {
     if (!note_sizes(h, sizes, varied, growing)) return;
     declined = h.declined;
   }
+  if (sizes_vary) {
+    // A size that met a weight's constant width (a length equal to the rotary table's) still pads.
+    for (size_t i = 0; i < varied.size(); ++i) growing[i] = growing[i] || varied[i];
+  }
 
   // A fresh result gets its bucket's room before any program fixes its length, whether or not this
   // call can pad, so that the ops after it can: when its sizes keep growing, or when the call
@@ -378,7 +382,7 @@ void plan_padding(OpCall& call, bool sizes_vary) {
     StorageState& s = state_of(storage);
     Dims bucket;
     bool grows_here = false;
-    for (size_t d = 0; d < rank; ++d) grows_here |= (growing[at + d] || sizes_vary) && view.layout.sizes[d] > 1;
+    for (size_t d = 0; d < rank; ++d) grows_here |= growing[at + d] && view.layout.sizes[d] > 1;
     if (slot < 0 && (roomy_inputs || grows_here) && padded_dims(view.layout.sizes, varied, at, bucket) &&
         !s.buffer && s.set_epoch == 0 && !s.sized_to_bucket && !s.exact_length && covers_whole_storage(view)) {
       s.spare_bytes = numel(bucket) * itemsize(view.dtype) - storage.nbytes;

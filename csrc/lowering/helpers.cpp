@@ -169,6 +169,20 @@ Value expand_back(hlo::Builder& b, Value reduced, const Dims& full, const Dims& 
   return b.broadcast_to(keep_dims(b, reduced, full, dims), full);
 }
 
+Value real_positions(hlo::Builder& b, const Arg& tensor, Value value) {
+  if (tensor.padded_dims.empty() || tensor.padded_dims[0] == 0 || tensor.runtime_sizes.empty()) return {};
+  const Dims& dims = b.dims(value);
+  Value real;
+  for (size_t d = 0; d < dims.size() && d < 64; ++d) {
+    if (!(tensor.padded_dims[0] >> d & 1)) continue;
+    Value position = b.iota({DType::I64, dims}, static_cast<int64_t>(d));
+    Value size = b.broadcast_in_dim(tensor.runtime_sizes[0].at(d), dims, {});
+    Value inside = b.compare(position, size, "LT");
+    real = real.valid() ? b.binary("stablehlo.and", real, inside) : inside;
+  }
+  return real;
+}
+
 Value any_outside(hlo::Builder& b, Value index, int64_t lowest, int64_t size, std::optional<int64_t> allowed) {
   if (!index.valid() || numel(b.dims(index)) == 0) return b.constant(0, DType::Bool);
   Value i = b.convert(index, DType::I64);

@@ -80,6 +80,11 @@ Value coordinates_along(hlo::Builder& b, Value index, int64_t dim, int64_t rank)
 Value any_outside(hlo::Builder& b, Value index, int64_t lowest, int64_t size,
                   std::optional<int64_t> allowed = std::nullopt);
 
+// For a Tensor argument of a call run at padded sizes: true at the positions within its real
+// sizes, false on its padding; an invalid Value when none of its dims is padded. For lowerings
+// whose padding must not act at all (index_copy's padded rows write nothing).
+Value real_positions(hlo::Builder& b, const Arg& tensor, Value value);
+
 // The dtype to compute a floating-point op of args[i] in (its accumulation type); Unsupported for
 // integer tensors.
 DType float_compute_type(const Context& ctx, size_t i);

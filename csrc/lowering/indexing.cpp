@@ -226,8 +226,18 @@ std::vector<Value> lower_index_copy(Context& ctx) {
   source_dims[dim] = count;
   Value source = b.reshape(b.convert(ctx.tensor(3), b.dtype(self)), source_dims);
   Builder::ScatterDims s{all_but(rank, dim), {dim}, {dim}, 1};
-  Value rows = b.reshape(b.convert(index, DType::I64), {count, 1});
-  return {as_output(ctx, b.scatter(self, rows, source, s, "")), bad};
+  Value rows = b.convert(b.reshape(index, {count}), DType::I64);
+  // At padded sizes (a prefill whose length changes), the padded rows point past the dim, where
+  // XLA's scatter drops them, and only the real rows are checked.
+  Value real = real_positions(b, ctx.arg(2), rows);
+  if (real.valid()) {
+    TensorType type = b.type(rows);
+    Value outside = b.binary("stablehlo.or", b.compare(rows, b.full(0, type), "LT"),
+                             b.compare(rows, b.full(static_cast<double>(b.dims(self)[dim]), type), "GE"));
+    bad = b.reduce(b.binary("stablehlo.and", real, outside), b.constant(0, DType::Bool), {0}, "stablehlo.or");
+    rows = b.select(real, rows, b.full(static_cast<double>(b.dims(self)[dim]), type));
+  }
+  return {as_output(ctx, b.scatter(self, b.reshape(rows, {count, 1}), source, s, "")), bad};
 }
 
 // index_fill(self, dim, index, value): the positions index names along dim take value.

@@ -28,6 +28,8 @@ enum class Rule : uint8_t {
   EmbeddingGrad, // (grad, indices, num_weights, padding_idx, scale_grad_by_freq)
   IndexPutSum,   // (self, indices, values, accumulate, ...): padded indices read as 0 and add
                  // values that read as 0; only with accumulate, and self keeps its sizes
+  IndexCopy,     // (self, dim, index, source): the padded rows of index and source write
+                 // nothing (the lowering drops them); self keeps its sizes
   Cat,           // (tensors, dim): along a padded dim the lowering places parts at runtime offsets
 };
 
@@ -71,6 +73,7 @@ const std::unordered_map<std::string, Rule>& rules() {
     // What PyTorch's decomposition of embedding_dense_backward becomes under torch.compile.
     t["index_put"] = Rule::IndexPutSum;
     t["_index_put_impl"] = Rule::IndexPutSum;
+    t["index_copy"] = Rule::IndexCopy;
     t["cat"] = Rule::Cat;
     return t;
   }();
@@ -198,6 +201,15 @@ std::optional<std::vector<double>> padding_fills(const std::string& op, const st
       fills[1] = 0;
       fills[2] = 0;
       return fills;
+    case Rule::IndexCopy: {
+      if (args.size() < 4 || args[1].kind != Arg::Kind::Int || mask_of(masks, 0) != 0) return std::nullopt;
+      // The index is 1-D (or a scalar) and pads with source's rows along dim, or not at all.
+      DimMask along = bit(wrap_dim(args[1].i, std::max<int64_t>(rank(3), 1)));
+      DimMask index = mask_of(masks, 2), source = mask_of(masks, 3);
+      if (index == 0 && source == 0) return fills;
+      if (index != bit(0) || source != along) return std::nullopt;
+      return fills;
+    }
     case Rule::Cat:
       return fills;
   }
