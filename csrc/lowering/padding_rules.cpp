@@ -18,7 +18,9 @@ enum class Rule : uint8_t {
   Contraction,   // sums over some positions: padding reading as 0 adds nothing
   Softmax,       // (self, dim, ...): over the padded dim, padding reads as -inf
   SoftmaxGrad,   // (grad, output, dim, ...): over the padded dim, both read as 0
-  ReduceDims,    // (self, dim or dims, ...): only dims that are not reduced may be padded
+  ReduceDims,    // (self, dim or dims, ...): a reduced dim may be padded only where padding can
+                 // read as the reduction's identity (any: 0, all and prod: 1)
+  IsIn,          // (elements, test_elements, ...): the elements may be padded, not the tests
   Scan,          // (self, dim, ...): position i depends on positions <= i
   LayerNorm,     // (input, normalized_shape, ...): only the leading dims may be padded
   LayerNormGrad, // (grad, input, normalized_shape, ...): the same, every operand reading as 0
@@ -64,6 +66,7 @@ const std::unordered_map<std::string, Rule>& rules() {
       t[op] = Rule::ReduceDims;
     }
     for (const char* op : {"cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"}) t[op] = Rule::Scan;
+    t["isin"] = Rule::IsIn;
     t["native_layer_norm"] = Rule::LayerNorm;
     t["native_layer_norm_backward"] = Rule::LayerNormGrad;
     t["index_select"] = Rule::IndexSelect;
@@ -91,6 +94,14 @@ DimMask mask_of(const Operands& operands, size_t arg) {
 }
 
 DimMask bit(int64_t dim) { return dim >= 0 && dim < 64 ? DimMask{1} << dim : 0; }
+
+// The value that adds nothing to a reduction whatever the dtype, or NaN (max's -inf has no
+// integer counterpart, and a mean would count the padding).
+double reduction_identity(const std::string& op) {
+  if (op == "any") return 0;
+  if (op == "all" || op == "prod") return 1;
+  return kAny;
+}
 
 // The dims an op reduces, from its `dim` argument (an int, a list, or none for all of them).
 DimMask reduced_dims(const Arg& dims, int64_t rank) {
@@ -152,11 +163,16 @@ std::optional<std::vector<double>> padding_fills(const std::string& op, const st
         if (dims.kind != Arg::Kind::ScalarType) return std::nullopt;
       }
       if (mask_of(masks, 0) & reduced_dims(dims.kind == Arg::Kind::ScalarType ? none : dims, rank(0))) {
-        return std::nullopt;
+        double identity = reduction_identity(it->first);
+        if (std::isnan(identity)) return std::nullopt;
+        fills[0] = identity;
       }
       return fills;
     }
     case Rule::Scan:
+      return fills;
+    case Rule::IsIn:
+      if (args.size() > 1 && mask_of(masks, 1) != 0) return std::nullopt;
       return fills;
     case Rule::LayerNorm:
     case Rule::LayerNormGrad: {
