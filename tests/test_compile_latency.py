@@ -1,6 +1,7 @@
 """What a first session waits for: programs that serve every position of a view, quick per-op
 compiles that upgrade themselves, fused graphs cut where a loop repeats, and the compile cost
 visible per kind of program. Values are always compared with the CPU's."""
+import copy
 import json
 import os
 import subprocess
@@ -190,3 +191,27 @@ def test_cutting_a_graph_keeps_what_its_rest_reads_even_when_python_dropped_it()
     for got, want in zip(results, expected):
         torch.testing.assert_close(got, want)
 
+
+
+def test_a_fused_step_whose_sizes_keep_changing_compiles_one_program_per_new_bucket():
+    """defer_and_fuse: once a training step has run at several lengths, a length in a bucket it has
+    not met compiles that bucket's padded program at once (no exact program first, which the next
+    length of the bucket would not reuse); losses are the CPU's."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 10), torch.nn.Tanh(), torch.nn.Linear(10, 6))
+    model_tpu = copy.deepcopy(model).to("tpu")
+
+    def loss_of(m, x):
+        return torch.softmax(m(x), dim=1).mul(x).sum()
+
+    compiled = {}
+    with torch_tpu.eager_mode("defer_and_fuse"):
+        for length in range(8, 81, 8):  # growing by equal steps: the uploads get their bucket's room
+            x = torch.randn(2, length, 6, generator=torch.Generator().manual_seed(length))
+            before = _compiles()
+            got = loss_of(model_tpu, x.to("tpu")).item()
+            compiled[length] = _compiles() - before
+            torch.testing.assert_close(got, loss_of(model, x).item(), rtol=1e-5, atol=1e-5)
+    # 40 opens bucket 64 with its padded program, which 48 and 56 then run; likewise 72 and 80.
+    assert compiled[40] <= 1 and compiled[48] == 0 and compiled[56] == 0, compiled
+    assert compiled[72] <= 1 and compiled[80] == 0, compiled

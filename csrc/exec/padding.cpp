@@ -46,9 +46,17 @@ struct PaddedKey {
   bool failed = false;  // its program could not be built or compiled
 };
 
+// The exact programs met by a graph of a given structure (its ops, dtypes and ranks, not their
+// sizes), up to kSizesThatKeepChanging of them.
+constexpr size_t kSizesThatKeepChanging = 3;
+struct Structure {
+  std::vector<uint64_t> exact_keys;
+};
+
 std::mutex g_mutex;
 std::unordered_map<uint64_t, History> g_history;  // by history_key
 std::unordered_map<uint64_t, PaddedKey> g_padded_keys;
+std::unordered_map<uint64_t, Structure> g_structures;
 PaddingCounters g_counters;
 constexpr size_t kMaxEntries = 1 << 16;  // a bound on memory, never reached by a real model
 
@@ -420,15 +428,26 @@ int64_t upload_spare_bytes(DType dtype, const Dims& sizes) {
   return (numel(bucket) - numel(sizes)) * itemsize(dtype);
 }
 
-bool prefer_padded(const std::string& padded_key, const std::string& exact_key, bool growing) {
+bool prefer_padded(const std::string& padded_key, const std::string& exact_key, bool growing, uint64_t structure) {
   uint64_t exact = cache::fnv1a64(exact_key);
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_padded_keys.size() > kMaxEntries) g_padded_keys.clear();
+  if (g_structures.size() > kMaxEntries) g_structures.clear();
   auto [it, inserted] = g_padded_keys.try_emplace(cache::fnv1a64(padded_key));
   if (inserted) {
     it->second.first_exact = exact;
   } else if (it->second.first_exact != exact) {
     it->second.varied = true;
+  }
+  if (structure != 0) {
+    // A graph whose sizes have kept changing (a training loop over many lengths) pads a bucket it
+    // has not met yet at once, rather than compile an exact program first that it will not reuse.
+    std::vector<uint64_t>& met = g_structures[structure].exact_keys;
+    if (met.size() >= kSizesThatKeepChanging) {
+      it->second.varied = true;
+    } else if (std::find(met.begin(), met.end(), exact) == met.end()) {
+      met.push_back(exact);
+    }
   }
   // `growing` decides this launch only: a model that pads while its first step creates values of
   // many sizes runs its own exact programs from then on.
@@ -456,6 +475,7 @@ void forget_shape_history() {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_history.clear();
   g_padded_keys.clear();
+  g_structures.clear();
 }
 
 void reset_padding_counters() {

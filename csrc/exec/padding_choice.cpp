@@ -1,6 +1,7 @@
 #include "exec/padding_choice.h"
 
 #include "cache/program_cache.h"
+#include "cache/stable_hash.h"
 #include "exec/padding.h"
 #include "exec/program_builder.h"
 
@@ -21,7 +22,17 @@ void choose_padding(std::vector<OpCall>& calls, StorageSet& storages, std::strin
     call.padded = call.padding != nullptr;
     append_padded_call_key(padded_key, call, storages, padded_offsets, writes);
   }
-  if (prefer_padded(padded_key, key, growing)) {
+  // A fused graph's structure: its calls without their sizes (one op's programs keep the rule of
+  // their padded key alone: sites of different widths must keep their exact programs).
+  uint64_t structure = 0;
+  if (calls.size() > 1) {
+    structure = cache::kFnvOffsetBasis;
+    for (const OpCall& call : calls) {
+      uint64_t signature = call_signature(call, Signature::Ranks);
+      structure = cache::fnv1a64(&signature, sizeof signature, structure);
+    }
+  }
+  if (prefer_padded(padded_key, key, growing, structure)) {
     key = std::move(padded_key);
     offsets = std::move(padded_offsets);
     return;
