@@ -4,6 +4,7 @@
 #include "cache/stable_hash.h"
 #include "exec/padding.h"
 #include "exec/program_builder.h"
+#include "exec/storage_state.h"
 
 namespace tpu::exec {
 
@@ -22,10 +23,19 @@ void choose_padding(std::vector<OpCall>& calls, StorageSet& storages, std::strin
     call.padded = call.padding != nullptr;
     append_padded_call_key(padded_key, call, storages, padded_offsets, writes);
   }
-  // A fused graph's structure: its calls without their sizes (one op's programs keep the rule of
-  // their padded key alone: sites of different widths must keep their exact programs).
+  // A fused graph's structure: its calls without their sizes. One op's programs keep the rule of
+  // their padded key alone (sites of different widths must keep their exact programs), and so
+  // does a graph that takes values a graph before it grew (a generation step): its first steps in
+  // a bucket see those values' room change, and their padded keys would not be met again.
   uint64_t structure = 0;
-  if (calls.size() > 1) {
+  bool carries_growing_values = false;
+  for (const OpCall& call : calls) {
+    for (const TensorView& view : call.inputs) {
+      const StorageState& state = state_of(*view.storage);
+      carries_growing_values |= state.grows && state.buffer != nullptr;
+    }
+  }
+  if (calls.size() > 1 && !carries_growing_values) {
     structure = cache::kFnvOffsetBasis;
     for (const OpCall& call : calls) {
       uint64_t signature = call_signature(call, Signature::Ranks);
