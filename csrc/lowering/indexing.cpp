@@ -227,15 +227,13 @@ std::vector<Value> lower_index_copy(Context& ctx) {
   Value source = b.reshape(b.convert(ctx.tensor(3), b.dtype(self)), source_dims);
   Builder::ScatterDims s{all_but(rank, dim), {dim}, {dim}, 1};
   Value rows = b.convert(b.reshape(index, {count}), DType::I64);
-  // At padded sizes (a prefill whose length changes), the padded rows point past the dim, where
-  // XLA's scatter drops them, and only the real rows are checked.
+  // At padded sizes (a prefill whose length changes), only the real rows are checked, and the
+  // padded ones point past the dim, where XLA's scatter drops them.
   Value real = real_positions(b, ctx.arg(2), rows);
   if (real.valid()) {
-    TensorType type = b.type(rows);
-    Value outside = b.binary("stablehlo.or", b.compare(rows, b.full(0, type), "LT"),
-                             b.compare(rows, b.full(static_cast<double>(b.dims(self)[dim]), type), "GE"));
-    bad = b.reduce(b.binary("stablehlo.and", real, outside), b.constant(0, DType::Bool), {0}, "stablehlo.or");
-    rows = b.select(real, rows, b.full(static_cast<double>(b.dims(self)[dim]), type));
+    int64_t size = b.dims(self)[dim];
+    bad = any_outside(b, b.select(real, rows, b.zeros(b.type(rows))), 0, size);
+    rows = b.select(real, rows, b.full(static_cast<double>(size), b.type(rows)));
   }
   return {as_output(ctx, b.scatter(self, b.reshape(rows, {count, 1}), source, s, "")), bad};
 }
