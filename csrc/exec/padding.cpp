@@ -46,11 +46,12 @@ struct PaddedKey {
   bool failed = false;  // its program could not be built or compiled
 };
 
-// The exact programs met by a graph of a given structure (its ops, dtypes and ranks, not their
-// sizes), up to kSizesThatKeepChanging of them.
+// What graphs of a given structure (their ops, dtypes and ranks, not their sizes) have met: up to
+// kSizesThatKeepChanging exact keys, and the buckets they ran padded in.
 constexpr size_t kSizesThatKeepChanging = 3;
 struct Structure {
   std::vector<uint64_t> exact_keys;
+  std::vector<uint64_t> buckets;
 };
 
 std::mutex g_mutex;
@@ -428,7 +429,8 @@ int64_t upload_spare_bytes(DType dtype, const Dims& sizes) {
   return (numel(bucket) - numel(sizes)) * itemsize(dtype);
 }
 
-bool prefer_padded(const std::string& padded_key, const std::string& exact_key, bool growing, uint64_t structure) {
+bool prefer_padded(const std::string& padded_key, const std::string& exact_key, bool growing, uint64_t structure,
+                   uint64_t buckets) {
   uint64_t exact = cache::fnv1a64(exact_key);
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_padded_keys.size() > kMaxEntries) g_padded_keys.clear();
@@ -442,12 +444,17 @@ bool prefer_padded(const std::string& padded_key, const std::string& exact_key, 
   if (structure != 0) {
     // A graph whose sizes have kept changing (a training loop over many lengths) pads a bucket it
     // has not met yet at once, rather than compile an exact program first that it will not reuse.
-    std::vector<uint64_t>& met = g_structures[structure].exact_keys;
-    if (met.size() >= kSizesThatKeepChanging) {
-      it->second.varied = true;
-    } else if (std::find(met.begin(), met.end(), exact) == met.end()) {
-      met.push_back(exact);
+    // A bucket it has met under another padded key (its operands' room differs: token ids of a
+    // bucket's own length, sliced from an upload one longer) keeps the rule above: that key is
+    // rarely met again, and its exact program compiles several times faster.
+    Structure& met = g_structures[structure];
+    bool new_bucket = std::find(met.buckets.begin(), met.buckets.end(), buckets) == met.buckets.end();
+    if (met.exact_keys.size() >= kSizesThatKeepChanging) {
+      if (new_bucket) it->second.varied = true;
+    } else if (std::find(met.exact_keys.begin(), met.exact_keys.end(), exact) == met.exact_keys.end()) {
+      met.exact_keys.push_back(exact);
     }
+    if (new_bucket && it->second.varied && met.buckets.size() < 64) met.buckets.push_back(buckets);
   }
   // `growing` decides this launch only: a model that pads while its first step creates values of
   // many sizes runs its own exact programs from then on.

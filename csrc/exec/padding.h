@@ -53,8 +53,10 @@ int64_t upload_spare_bytes(DType dtype, const Dims& sizes);
 // Whether to run the padded program `padded_key` instead of the exact one, whose key `exact_key`
 // missed the memory cache: once the padded key has met a second exact key, at once when the
 // caller knows the sizes grow, or for a fused graph (`structure`: a hash of its calls without their
-// sizes; 0 for one op) that has already met several exact keys.
-bool prefer_padded(const std::string& padded_key, const std::string& exact_key, bool growing, uint64_t structure = 0);
+// sizes; 0 for one op) that has already met several exact keys, in buckets (a hash of its views'
+// bucket sizes) it has not run padded in.
+bool prefer_padded(const std::string& padded_key, const std::string& exact_key, bool growing, uint64_t structure = 0,
+                   uint64_t buckets = 0);
 
 // The padded form of the call failed to lower or compile (its op runs at exact sizes once that
 // keeps happening), and so did the program of `padded_key`, which is never tried again.

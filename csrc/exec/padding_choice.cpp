@@ -27,7 +27,7 @@ void choose_padding(std::vector<OpCall>& calls, StorageSet& storages, std::strin
   // their padded key alone (sites of different widths must keep their exact programs), and so
   // does a graph that takes values a graph before it grew (a generation step): its first steps in
   // a bucket see those values' room change, and their padded keys would not be met again.
-  uint64_t structure = 0;
+  uint64_t structure = 0, buckets = 0;
   bool carries_growing_values = false;
   for (const OpCall& call : calls) {
     for (const TensorView& view : call.inputs) {
@@ -36,13 +36,17 @@ void choose_padding(std::vector<OpCall>& calls, StorageSet& storages, std::strin
     }
   }
   if (calls.size() > 1 && !carries_growing_values) {
-    structure = cache::kFnvOffsetBasis;
+    structure = buckets = cache::kFnvOffsetBasis;
     for (const OpCall& call : calls) {
       uint64_t signature = call_signature(call, Signature::Ranks);
       structure = cache::fnv1a64(&signature, sizeof signature, structure);
+      if (!call.padding) continue;
+      for (const Dims& sizes : call.padding->view_sizes) {
+        buckets = cache::fnv1a64(sizes.data(), sizes.size() * sizeof(int64_t), buckets);
+      }
     }
   }
-  if (prefer_padded(padded_key, key, growing, structure)) {
+  if (prefer_padded(padded_key, key, growing, structure, buckets)) {
     key = std::move(padded_key);
     offsets = std::move(padded_offsets);
     return;
