@@ -8,6 +8,36 @@
 
 namespace tpu::exec {
 
+namespace {
+
+// A fused graph's structure: its calls without their sizes (their ops, dtypes and ranks), and in
+// `buckets` the bucket sizes of its padded views. 0 for one op, whose programs keep the rule of
+// their padded key alone (sites of different widths must keep their exact programs), and for a
+// graph that takes values a graph before it grew (a generation step): its first steps in a bucket
+// see those values' room change, and their padded keys would not be met again.
+uint64_t structure_of(const std::vector<OpCall>& calls, uint64_t& buckets) {
+  if (calls.size() < 2) return 0;
+  for (const OpCall& call : calls) {
+    for (const TensorView& view : call.inputs) {
+      const StorageState& state = state_of(*view.storage);
+      if (state.grows && state.buffer != nullptr) return 0;
+    }
+  }
+  uint64_t structure = cache::kFnvOffsetBasis;
+  buckets = cache::kFnvOffsetBasis;
+  for (const OpCall& call : calls) {
+    uint64_t signature = call_signature(call, Signature::Ranks);
+    structure = cache::fnv1a64(&signature, sizeof signature, structure);
+    if (!call.padding) continue;
+    for (const Dims& sizes : call.padding->view_sizes) {
+      buckets = cache::fnv1a64(sizes.data(), sizes.size() * sizeof(int64_t), buckets);
+    }
+  }
+  return structure;
+}
+
+}  // namespace
+
 // Chooses between the exact program of `calls` (`key`, `offsets`) and the one that serves their
 // buckets (exec/padding.h); for the latter, marks the calls padded and replaces key and offsets.
 // `growing`: the calls are an iteration of a loop whose sizes grow, which pads at once.
@@ -23,29 +53,8 @@ void choose_padding(std::vector<OpCall>& calls, StorageSet& storages, std::strin
     call.padded = call.padding != nullptr;
     append_padded_call_key(padded_key, call, storages, padded_offsets, writes);
   }
-  // A fused graph's structure: its calls without their sizes. One op's programs keep the rule of
-  // their padded key alone (sites of different widths must keep their exact programs), and so
-  // does a graph that takes values a graph before it grew (a generation step): its first steps in
-  // a bucket see those values' room change, and their padded keys would not be met again.
-  uint64_t structure = 0, buckets = 0;
-  bool carries_growing_values = false;
-  for (const OpCall& call : calls) {
-    for (const TensorView& view : call.inputs) {
-      const StorageState& state = state_of(*view.storage);
-      carries_growing_values |= state.grows && state.buffer != nullptr;
-    }
-  }
-  if (calls.size() > 1 && !carries_growing_values) {
-    structure = buckets = cache::kFnvOffsetBasis;
-    for (const OpCall& call : calls) {
-      uint64_t signature = call_signature(call, Signature::Ranks);
-      structure = cache::fnv1a64(&signature, sizeof signature, structure);
-      if (!call.padding) continue;
-      for (const Dims& sizes : call.padding->view_sizes) {
-        buckets = cache::fnv1a64(sizes.data(), sizes.size() * sizeof(int64_t), buckets);
-      }
-    }
-  }
+  uint64_t buckets = 0;
+  uint64_t structure = structure_of(calls, buckets);
   if (prefer_padded(padded_key, key, growing, structure, buckets)) {
     key = std::move(padded_key);
     offsets = std::move(padded_offsets);
