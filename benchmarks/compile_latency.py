@@ -121,7 +121,8 @@ def counters():
     if device == "cpu":
         return {}
     m = torch_tpu.metrics()
-    return {"upgrades": m["compile_upgrades"], "upgrade_s": round(m["compile_upgrade_seconds"], 2), "programs": m["compiles"], "compiled_graph_programs": m["compiles_compiled_graph"],
+    return {"programs": m["compiles"], "compiled_graph_programs": m["compiles_compiled_graph"],
+            "upgrades": m["compile_upgrades"], "upgrade_s": round(m["compile_upgrade_seconds"], 2),
             "compile_s": round(m["compile_seconds"], 3),
             "per_op_compile_median_ms": round(m["per_op_compile_median_ms"], 2),
             "slow_compiles": m["slow_compiles"]}

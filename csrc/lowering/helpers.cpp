@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "lowering/view_access.h"
+
 namespace tpu::lowering {
 
 namespace {
@@ -171,16 +173,11 @@ Value expand_back(hlo::Builder& b, Value reduced, const Dims& full, const Dims& 
 
 Value real_positions(hlo::Builder& b, const Arg& tensor, Value value) {
   if (tensor.padded_dims.empty() || tensor.padded_dims[0] == 0 || tensor.runtime_sizes.empty()) return {};
-  const Dims& dims = b.dims(value);
-  Value real;
-  for (size_t d = 0; d < dims.size() && d < 64; ++d) {
-    if (!(tensor.padded_dims[0] >> d & 1)) continue;
-    Value position = b.iota({DType::I64, dims}, static_cast<int64_t>(d));
-    Value size = b.broadcast_in_dim(tensor.runtime_sizes[0].at(d), dims, {});
-    Value inside = b.compare(position, size, "LT");
-    real = real.valid() ? b.binary("stablehlo.and", real, inside) : inside;
-  }
-  return real;
+  RuntimeLayout layout;
+  layout.sizes = b.dims(value);
+  layout.padded = tensor.padded_dims[0];
+  layout.runtime_sizes = tensor.runtime_sizes[0];
+  return padding_mask(b, layout);
 }
 
 Value any_outside(hlo::Builder& b, Value index, int64_t lowest, int64_t size, std::optional<int64_t> allowed) {
