@@ -3,8 +3,12 @@
 random weights with nothing downloaded. What becomes small is decided by tables: `_INT_SIZES`
 for the counts and widths that architectures name each in their own way, `_CAPS`, `_LISTS` and
 `_FIXED` for single attributes, `_PER_STAGE` and `_TOKEN_IDS` for hierarchical models and token
-ids; `_small_value` looks an attribute up in them, `_shrink` applies that to a configuration and
-its sub-configurations, and `small_config` builds one for a model type."""
+ids; `_small_value` looks an attribute up in them and `_small_values` adds the rules that look
+at several attributes at once (widths that follow others, sizes a default leaves unset, layer
+kinds a hybrid needs). `_rebuilt` constructs the configuration anew from those values, so that
+what its class derives from them (head widths, per-layer kinds) follows; `_shrink` does so for a
+configuration and its sub-configurations, and `small_config` builds one for a model type as its
+zoo head class takes it."""
 
 VOCAB = 99
 NUM_LABELS = 3
@@ -12,10 +16,12 @@ NUM_LABELS = 3
 _LAYERS = {"num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers",
            "decoder_layers", "num_encoder_layers", "num_decoder_layers", "n_layers_per_block"}
 _HIDDEN = {"hidden_size", "d_model", "n_embd", "n_embed", "embed_dim", "model_dim", "dim",
-           "word_embed_proj_dim", "embedding_size", "d_embed"}
+           "word_embed_proj_dim", "embedding_size", "d_embed", "hidden_size_global",
+           "cross_hidden_size"}
 _HEADS = {"num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
-          "decoder_attention_heads", "num_attention_heads_text"}
-_KV_HEADS = {"num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num"}
+          "decoder_attention_heads", "num_attention_heads_text", "cross_num_attention_heads"}
+_KV_HEADS = {"num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num",
+             "cross_num_key_value_heads"}
 _FFN = {"intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "d_ff", "n_inner",
         "moe_intermediate_size", "shared_expert_intermediate_size", "ffn_hidden_size",
         "expert_intermediate_size", "intermediate_size_mlp", "dense_intermediate_size"}
@@ -55,13 +61,23 @@ _INT_SIZES = {
 
 # Numbers lowered to these values (never raised).
 _CAPS = {
-    "head_dim": 8, "kv_channels": 8, "attention_head_size": 8, "d_kv": 8, "qk_rope_head_dim": 4,
-    "qk_nope_head_dim": 4, "v_head_dim": 8, "kv_lora_rank": 16, "q_lora_rank": 16,
+    "head_dim": 8, "cross_head_dim": 8, "kv_channels": 8, "attention_head_size": 8, "d_kv": 8,
+    "qk_rope_head_dim": 4, "qk_nope_head_dim": 4, "v_head_dim": 8, "kv_lora_rank": 16,
+    "q_lora_rank": 16,
     # Group-limited routing splits the experts into n_group groups: 4 experts make one.
     "n_group": 1, "topk_group": 1, "n_shared_experts": 1, "num_shared_experts": 1,
     "image_size": 32, "patch_size": 8, "num_channels": 3,
+    # Windowed attention (Swin) in windows of 2 x 2 patches; the image is sized to leave one
+    # in every stage (_vision_widths).
+    "window_size": 2,
+    # The subsampling convolutions of speech encoders, and the input features per frame.
+    "subsampling_conv_channels": 16, "conv_channels": 32, "input_feat_per_channel": 16,
+    # Gemma 3's vision tower pools its 4 x 4 patches to this many image tokens.
+    "mm_tokens_per_image": 16,
     # Whisper's encoder takes exactly twice this many frames, which make_inputs builds.
     "max_source_positions": 32,
+    # Conformers attend within blocks of this many frames, at most their positions.
+    "context_size": 16,
     "num_mel_bins": 16, "sliding_window": 16, "attention_window": 4,
     "num_conv_pos_embeddings": 16, "num_conv_pos_embedding_groups": 4, "xvector_output_dim": 16,
     "classifier_proj_size": 16, "proj_codevector_dim": 16, "codevector_dim": 16,
@@ -77,7 +93,8 @@ _CAPS = {
     # Of 2 layers, the first dense and the second with experts: both kinds run.
     "first_k_dense_replace": 1,
     "bucket_size": 4, "num_buckets": 4, "local_attn_chunk_length": 4, "lsh_attn_chunk_length": 4,
-    "relative_attention_num_buckets": 8, "relative_attention_max_distance": 16,
+    # MPNet buckets relative positions into 32 whatever its configuration says.
+    "relative_attention_num_buckets": 32, "relative_attention_max_distance": 16,
     "use_cache": False, "block_size": 8, "num_groups": 2,
     # Hybrids place attention (and experts) by period and offset: with 2 layers, the second.
     "attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2,
@@ -90,7 +107,8 @@ _LISTS = {
     # into 159 frames.
     "conv_dim": [16, 16], "conv_stride": [5, 2], "conv_kernel": [10, 3],
     "tdnn_dim": [16, 16], "tdnn_kernel": [3, 1], "tdnn_dilation": [1, 1],
-    "axial_pos_shape": [4, 4], "axial_pos_embds_dim": [16, 16],
+    # Reformer's axial positions multiply to the inputs' sequence length in training.
+    "axial_pos_shape": [2, 4], "axial_pos_embds_dim": [16, 16],
 }
 
 # Numbers set to these values whatever the default: the labels make_inputs draws for a
@@ -112,6 +130,8 @@ _PER_STAGE = {
     **dict.fromkeys(("hidden_sizes", "embed_dims", "hidden_dims", "widths", "dims"),
                     _stage_widths),
     **dict.fromkeys(("depths", "num_layers_per_stage", "block_repeats"), _one_each),
+    # LeViT's per-stage key width, which its subsampling attention divides the width by.
+    "key_dim": lambda stages: [4] * stages,
 }
 
 # Token ids past the small vocabulary; any other such id becomes 4.
@@ -129,14 +149,21 @@ _DROPOUT_WORDS = ("dropout", "drop_path", "drop_prob")
 _KEEP = object()
 
 
+# Layer kinds whose one block is shared by every layer of the kind (Zamba ties each hybrid
+# layer's attention to the first's): two are kept, or there is nothing to tie.
+_SHARED_KINDS = {"hybrid"}
+
+
 def _layer_list_indices(layer_types, count):
     """Indices of the layers to keep: the first of each distinct kind (so a hybrid keeps an
-    attention and a state-space layer), padded with the first layers to `count`."""
+    attention and a state-space layer; two of a shared kind), padded with the first layers
+    to `count`."""
     keep = []
-    seen = set()
+    seen = {}
     for i, kind in enumerate(layer_types):
-        if kind not in seen:
-            seen.add(kind)
+        wanted = 2 if isinstance(kind, str) and kind in _SHARED_KINDS else 1
+        if seen.get(kind, 0) < wanted:
+            seen[kind] = seen.get(kind, 0) + 1
             keep.append(i)
     for i in range(len(layer_types)):
         if len(keep) >= count:
@@ -154,14 +181,24 @@ class _Plan:
     def __init__(self, values):
         self.old_layers = next((values[k] for k in ("num_hidden_layers", "n_layer", "num_layers")
                                 if isinstance(values.get(k), int)), None)
+        # A stack in sections (Dory: input, recurrent, output layers) keeps one layer of each.
+        self.sections = [k for k in values if _is_section(k)]
+        wanted = max(2, len(self.sections))
         self.kept = None
         for key in _LAYER_KINDS:
             kinds = values.get(key)
             if isinstance(kinds, (list, tuple)) and self.old_layers and \
                     len(kinds) == self.old_layers:
-                self.kept = _layer_list_indices(list(kinds), 2)
+                self.kept = _layer_list_indices(list(kinds), wanted)
                 break
-        self.layers = len(self.kept) if self.kept else 2
+        overrides = values.get("per_layer_config")
+        if self.kept is None and isinstance(overrides, dict) and overrides and self.old_layers:
+            # A heterogeneous configuration: layers differ by their overrides, so one of each
+            # distinct set of overrides is kept.
+            by_layer = {int(i): repr(sorted(o.items())) for i, o in overrides.items()}
+            self.kept = _layer_list_indices([by_layer.get(i, "") for i in
+                                             range(self.old_layers)], wanted)
+        self.layers = len(self.kept) if self.kept else wanted
         self.heads = next((values[h] for h in _HEADS if isinstance(values.get(h), int)), -1)
 
     def resolve(self, small, value):
@@ -170,6 +207,10 @@ class _Plan:
         if small is _KV_HEAD_COUNT:
             return 4 if value == self.heads else 2
         return small
+
+
+def _is_section(key):
+    return key.startswith("n_") and key.endswith("_layers") and key not in _LAYERS
 
 
 def _is_dropout(key):
@@ -188,7 +229,7 @@ def _small_value(key, value, plan):
     if number and key in _FIXED:
         return _FIXED[key]
     if isinstance(value, (list, tuple)) and key in _LISTS:
-        return _LISTS[key]
+        return type(value)(_LISTS[key])
     if isinstance(value, float) and (_is_dropout(key) or key.endswith("_pdrop")):
         return 0.0
     if _is_dropout(key) and isinstance(value, (list, tuple)) and \
@@ -201,6 +242,12 @@ def _small_value(key, value, plan):
         return [1] * len(value)
     if key.endswith(("_token_id", "_token_index")) and isinstance(value, int) and value >= VOCAB:
         return _TOKEN_IDS.get(key, 4)
+    if _is_section(key) and isinstance(value, int):
+        return 1
+    if key in _LAYER_KINDS and isinstance(value, (list, tuple)) and plan.old_layers and \
+            len(value) < plan.old_layers:
+        # A pattern the layers repeat (RecurrentGemma's block_types): each kind once, in order.
+        return list(dict.fromkeys(value))[:plan.layers]
     if key in _LAYER_KINDS and plan.kept:
         if key == "hybrid_override_pattern":
             if isinstance(value, str):
@@ -214,49 +261,425 @@ def _small_value(key, value, plan):
     return _KEEP
 
 
-def _shrink(config):
-    """Makes one (sub-)configuration small in place."""
-    values = config.to_dict()
+def _small_values(config):
+    """{attribute: small value} of one (sub-)configuration, its sub-configurations made small
+    too, by `_small_value` and the rules that look at several attributes at once."""
+    values = _attributes(config)
     plan = _Plan(values)
+    small = {}
+    # An attribute stored under another name (attribute_map: n_group kept as num_expert_group)
+    # is capped by either name; its counts are not, since an alias of num_hidden_layers may
+    # count stages (ConvNeXt's num_stages) that the per-stage lists fix.
+    aliases = {}
+    for alias, target in getattr(type(config), "attribute_map", {}).items():
+        if alias in _CAPS:
+            aliases.setdefault(target, []).append(alias)
     for key, value in values.items():
-        if key.endswith("_config") or isinstance(value, dict) and key != "rope_scaling":
+        if key.endswith("_config") or _is_config(value) or \
+                isinstance(value, dict) and key != "rope_scaling":
             continue
         if isinstance(value, bool):
             continue
-        new = _small_value(key, value, plan)
-        if new is not _KEEP:
-            try:
-                setattr(config, key, new)
-            except Exception:  # noqa: BLE001 read-only derived attributes keep their value
-                pass
-    if isinstance(getattr(config, "conv_dim", None), (list, tuple)) and \
-            hasattr(config, "num_feat_extract_layers"):
-        config.num_feat_extract_layers = len(config.conv_dim)
-    if "id2label" in values:
-        config.num_labels = NUM_LABELS
+        for name in (key, *aliases.get(key, ())):
+            new = _small_value(name, value, plan)
+            if new is not _KEEP:
+                small[key] = new
+                break
+    hidden = values.get("hidden_size")
+    for key, value in values.items():
+        # Depthwise convolutions: as many groups as channels, which follow the hidden size.
+        if key.endswith("groups") and isinstance(value, int) and value > 1 and value == hidden:
+            small[key] = small.get("hidden_size", hidden)
+        # So do projections into it (PaliGemma's of the image features into the text model).
+        if key.endswith("projection_dim") and isinstance(value, int) and value == hidden and \
+                key not in small:
+            small[key] = small.get("hidden_size", hidden)
+    if isinstance(small.get("conv_dim", values.get("conv_dim")), (list, tuple)) and \
+            "num_feat_extract_layers" in values:
+        small["num_feat_extract_layers"] = len(small.get("conv_dim", values.get("conv_dim")))
     heads_shrunk = any(isinstance(values.get(h), int) and not isinstance(values[h], bool) and
                        values[h] > 0 for h in _HEADS)
-    try:
-        if heads_shrunk and isinstance(getattr(config, "head_dim", None), int):
-            config.head_dim = 8
-    except Exception:  # noqa: BLE001 derived (property) or per-layer head_dim: left to the config
-        pass
-    if getattr(config, "pad_token_id", 0) is None and hasattr(config, "vocab_size"):
-        config.pad_token_id = 0
+    if heads_shrunk:
+        _widths_of_small_heads(values, small)
+    _vision_widths(values, small)
+    _sizes_left_unset(values, small, plan)
+    _one_attention_layer(values, small)
+    if values.get("default_language", 0) is None and values.get("languages"):
+        # X-MOD picks its language adapters by this (set_default_language); a checkpoint's first.
+        small["default_language"] = list(values["languages"])[0]
+    if "qk_dim_factor" in values and values.get("use_cache"):
+        # xLSTM's cache takes the query/key and value widths (hidden size times these factors)
+        # rounded up to multiples of 64, its projections do not, and its state updates in place
+        # break the backward: no cache.
+        small["use_cache"] = False
+    _rotary_of_small_heads(values, small)
+    _multimodal_rotary(config, values, small)
+    if isinstance(values.get("per_layer_config"), dict):
+        small["per_layer_config"] = _small_per_layer(values["per_layer_config"], plan)
+    if values.get("pad_token_id", 0) is None and "vocab_size" in values:
+        small["pad_token_id"] = 0
     for key, value in values.items():
         # Sub-configurations: text_config, vision_config, ..., and the encoder and decoder of
         # the generic encoder-decoder models.
-        if isinstance(value, dict):
-            sub = getattr(config, key, None)
-            if sub is not None and hasattr(sub, "to_dict") and hasattr(sub, "model_type"):
-                _shrink(sub)
+        if _is_config(value):
+            small[key] = _shrink(value)
+    return small
+
+
+def _is_config(value):
+    return hasattr(value, "to_dict") and hasattr(value, "model_type")
+
+
+def _attributes(config):
+    """The configuration's attributes by the names to_dict gives them, as the model reads them
+    (to_dict serialises some in a checkpoint's older layout)."""
+    read = getattr(config, "_getattr_without_heterogeneous_validation", None) or \
+        (lambda key, default: getattr(config, key, default))
+    values = {}
+    for key, serialised in config.to_dict().items():
+        value = read(key, serialised)
+        values[key] = serialised if key == "per_layer_config" else value
+    return values
+
+
+def _vision_widths(values, small):
+    """Image sizes and channel widths of vision models that follow others: a patch size kept
+    where it names the total stride of a fixed convolution stem (LeViT's four stride-2
+    convolutions); an image size given per side; an image large enough for the model's total
+    stride (MobileViT unfolds 2 x 2 patches of its last, output_stride-times smaller map) and
+    for its stages (each halves the patch grid, which keeps at least one window); a stem whose
+    output is the first stage's width; stages that name their own in, mid and out channels
+    (HGNet-V2: each stage's input is the previous stage's output, the head reads
+    hidden_sizes)."""
+    if all(isinstance(values.get(k), int) for k in ("stride", "kernel_size", "patch_size")):
+        small.pop("patch_size", None)  # the stride of a fixed stem
+    size, patch = values.get("image_size"), small.get("patch_size", values.get("patch_size"))
+    if isinstance(size, (list, tuple)) and len(size) == 2 and all(isinstance(v, int) for v in size):
+        small["image_size"] = type(size)(min(v, 32) for v in size)
+    stride = values.get("output_stride")
+    if isinstance(stride, int) and isinstance(patch, int) and isinstance(size, int):
+        small["image_size"] = min(size, max(32, stride * patch))
+    stages = next((len(values[k]) for k in ("depths", "hidden_sizes")
+                   if isinstance(values.get(k), (list, tuple))), 0)
+    window = small.get("window_size", values.get("window_size"))
+    if stages and isinstance(patch, int) and isinstance(size, int):
+        # Each stage after the first halves the patch grid, which keeps at least one window.
+        least = patch * 2 ** (stages - 1) * (window if isinstance(window, int) else 1)
+        small["image_size"] = min(size, max(small.get("image_size", 32), least))
+    widths = small.get("hidden_sizes", values.get("hidden_sizes"))
+    if isinstance(widths, (list, tuple)) and widths and \
+            isinstance(values.get("stem_out_channels"), int) and \
+            values["stem_out_channels"] == values["hidden_sizes"][0]:
+        small["stem_out_channels"] = widths[0]
+    ins, outs = values.get("stage_in_channels"), values.get("stage_out_channels")
+    if isinstance(ins, (list, tuple)) and isinstance(outs, (list, tuple)) and \
+            list(ins[1:]) == list(outs[:-1]):
+        outs = list(widths) if isinstance(widths, (list, tuple)) and len(widths) == len(outs) \
+            else _stage_widths(len(outs))
+        small["stage_out_channels"] = outs
+        small["stage_in_channels"] = [ins[0], *outs[:-1]]
+        if isinstance(values.get("stage_mid_channels"), (list, tuple)):
+            small["stage_mid_channels"] = list(outs)
+
+
+def _rotary_of_small_heads(values, small):
+    """A partial rotary factor that leaves fewer than 4 of the small head's dimensions rotated
+    is raised to 4 of them: rotation pairs dimensions, and interleaved layouts (NeoMME's rows
+    and columns) pair the pairs."""
+    head = small.get("head_dim", values.get("head_dim"))
+    if not isinstance(head, int) or head < 4:
+        return
+
+    def raised(params):
+        factor = params.get("partial_rotary_factor")
+        if isinstance(factor, float) and 0 < factor and head * factor < 4:
+            return dict(params, partial_rotary_factor=4 / head)
+        return params
+
+    rope = values.get("rope_parameters")
+    if isinstance(rope, dict) and rope:
+        if all(isinstance(v, dict) or v is None for v in rope.values()):  # one per layer kind
+            new = {kind: raised(p) if isinstance(p, dict) else p for kind, p in rope.items()}
+        else:
+            new = raised(rope)
+        if new != rope:
+            small["rope_parameters"] = new
+    factor = values.get("partial_rotary_factor")
+    if isinstance(factor, float) and 0 < factor and head * factor < 4:
+        small["partial_rotary_factor"] = 4 / head
+
+
+def _multimodal_rotary(config, values, small):
+    """Multimodal RoPE splits the rotary frequencies into temporal, height and width sections
+    that sum to half the head; a model that defaults the split in its own code (Qwen2-VL's
+    16, 24, 24 for heads of 128) gets one for the small head: 2, 1, 1 of 4."""
+    rope = small.get("rope_parameters", values.get("rope_parameters"))
+    if not isinstance(rope, dict) or any(isinstance(v, dict) for v in rope.values()):
+        return
+    heads = small.get("num_attention_heads", values.get("num_attention_heads"))
+    head = small.get("head_dim", values.get("head_dim")) or (
+        small.get("hidden_size", values.get("hidden_size")) // heads if heads else None)
+    declared = "mrope_section" in getattr(type(config), "ignore_keys_at_rope_validation", ())
+    section = rope.get("mrope_section")
+    if not isinstance(head, int) or head < 8 or not (declared or section):
+        return
+    if isinstance(section, (list, tuple)) and sum(section) == head // 2:
+        return
+    small["rope_parameters"] = dict(rope, mrope_section=[head // 4, head // 8, head // 8])
+
+
+def _one_attention_layer(values, small):
+    """A hybrid with attention heads whose default layers are all linear attention (Granite
+    MoE hybrid's) gets its last layer as full attention: the hybrids' own cache code asks an
+    attention layer for the sequence length."""
+    if not isinstance(values.get("num_attention_heads"), int):
+        return
+    for key in _LAYER_KINDS:
+        kinds = small.get(key, values.get(key))
+        if isinstance(kinds, (list, tuple)) and len(kinds) > 1 and \
+                set(kinds) == {"linear_attention"}:
+            small[key] = [*kinds[:-1], "full_attention"]
+
+
+def _small_per_layer(overrides, plan):
+    """The per-layer overrides of the kept layers, renumbered, their values made small."""
+    import copy
+
+    kept = plan.kept or list(range(plan.layers))
+    small = {}
+    for new_index, old_index in enumerate(kept):
+        layer = next((o for i, o in overrides.items() if int(i) == old_index), None)
+        if layer:
+            # Key/value heads are told from multi-head attention by the layer's own head count.
+            own = copy.copy(plan)
+            own.heads = next((layer[h] for h in _HEADS if isinstance(layer.get(h), int)),
+                             plan.heads)
+            small[new_index] = {
+                k: v if (n := _small_value(k, v, own)) is _KEEP else n for k, v in layer.items()}
+    return small
+
+
+def _widths_of_small_heads(values, small):
+    """Per-head widths that follow the 4 heads of hidden size 32: a head of 8 (whatever the
+    default, even unset: attention reads head_dim with the hidden size's share as fallback
+    only where the attribute is missing, not where it is None), a rotary part of half that,
+    and 2-D layout embeddings that split the hidden size six ways."""
+    if "head_dim" in values and (values["head_dim"] is None or
+                                 isinstance(values["head_dim"], int)):
+        small["head_dim"] = 8
+        if isinstance(values["head_dim"], int) and \
+                values["head_dim"] == values.get("qk_rope_head_dim"):
+            # Latent attention whose head_dim names the rotary part (LongCat's).
+            small["head_dim"] = small.get("qk_rope_head_dim", values["head_dim"])
+    _state_space_heads(values, small)
+    if isinstance(values.get("rotary_dim"), int) and values["rotary_dim"] > 4:
+        small["rotary_dim"] = 4
+    if "max_2d_position_embeddings" in values and isinstance(values.get("hidden_size"), int):
+        # Boxes embed as x0, y0, x1, y1 (and width, height) concatenated to the hidden size.
+        small["hidden_size"] = 48
+        for key in ("coordinate_size", "shape_size"):
+            if isinstance(values.get(key), int):
+                small[key] = 8
+
+
+def _state_space_heads(values, small):
+    """A state-space mixer's heads split its expanded width exactly, as the default has it:
+    Mamba-2's num_heads x head_dim = expand x hidden_size, Falcon-H1's mamba_n_heads x
+    mamba_d_head = mamba_d_ssm."""
+    def now(key):
+        return small.get(key, values.get(key))
+
+    def ints(*keys):
+        return all(isinstance(values.get(k), int) and not isinstance(values.get(k), bool)
+                   for k in keys)
+
+    if ints("num_heads", "head_dim", "expand", "hidden_size") and \
+            values["num_heads"] * values["head_dim"] == values["expand"] * values["hidden_size"]:
+        small["head_dim"] = now("expand") * now("hidden_size") // now("num_heads")
+    if ints("mamba_n_heads", "mamba_d_head", "mamba_d_ssm") and \
+            values["mamba_n_heads"] * values["mamba_d_head"] == values["mamba_d_ssm"]:
+        small["mamba_d_ssm"] = now("mamba_n_heads") * now("mamba_d_head")
+
+
+# Sizes a default configuration leaves None for a checkpoint to fill in while the model reads
+# them as numbers wherever the layer kinds name the feature (Qwen4-Exp's indexed attention).
+_UNSET_SIZES = {**dict.fromkeys(EXPERTS, 4), **dict.fromkeys(_TOPK, 2), "n_shared_experts": 1,
+                "vocab_size": VOCAB, "indexer_n_heads": 4, "indexer_kv_heads": 1,
+                "indexer_head_dim": 8, "indexer_budget": 4, "indexer_compress_ratio": 2,
+                # DBRX clamps q, k and v to this unconditionally.
+                "clip_qkv": 8.0}
+
+
+def _sizes_left_unset(values, small, plan):
+    """Sizes a default configuration leaves None for a checkpoint to fill in, which the model
+    reads as numbers: the small vocabulary, multi-head attention, a few experts; per-layer
+    kinds (every layer full attention, the kind every model has) and default RoPE for each
+    kind where the model indexes its rotary parameters by the kind."""
+    for key, value in _UNSET_SIZES.items():
+        if key in values and values[key] is None:
+            small[key] = value
+    for key in _KV_HEADS:
+        if key in values and values[key] is None:
+            small[key] = small.get("num_attention_heads", 4)
+    if "layer_types" in values and values["layer_types"] is None and plan.old_layers:
+        small["layer_types"] = ["full_attention"] * plan.layers
+    kinds = small.get("layer_types") or values.get("layer_types")
+    if values.get("rope_parameters") == {} and isinstance(kinds, (list, tuple)):
+        small["rope_parameters"] = {kind: {"rope_type": "default", "rope_theta": 10000.0}
+                                    for kind in dict.fromkeys(kinds)}
+
+
+def _rebuilt(config, small):
+    """The configuration constructed anew with the small values, so that what its
+    __post_init__ derives (head_dim from the rotary and latent widths, a default width from the
+    hidden size, per-layer kinds from the layer count) follows them; an attribute the default
+    configuration had derived from None is derived again. Where the class cannot be
+    constructed that way, the small values are set in place."""
+    import dataclasses
+
+    cls = type(config)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init} \
+        if dataclasses.is_dataclass(cls) else {}
+    aliases = {target: name for name, target in getattr(cls, "attribute_map", {}).items()}
+    read = getattr(config, "_getattr_without_heterogeneous_validation", None) or \
+        (lambda key: getattr(config, key))
+    kwargs = {}
+    for name, field in fields.items():
+        value = read(name)
+        kwargs[name] = None if field.default is None else value
+    for key, value in small.items():
+        name = key if key in fields else aliases.get(key)
+        if name in fields or key == "per_layer_config":  # the latter taken by __post_init__
+            kwargs[name or key] = value
+    if fields:
+        try:
+            return cls(**kwargs)
+        except Exception:  # noqa: BLE001 validators that the in-place values escape
+            pass
+    for key, value in small.items():
+        try:
+            setattr(config, key, value)
+        except Exception:  # noqa: BLE001 read-only derived attributes keep their value
+            pass
+    return config
+
+
+def _shrink(config):
+    """A small copy of one (sub-)configuration."""
+    labels = "id2label" in config.to_dict()
+    config = _rebuilt(config, _small_values(config))
+    if labels:
+        config.num_labels = NUM_LABELS
+    _add_missing(config)
+    return config
+
+
+def _add_missing(config):
+    """Attributes a model reads that its default configuration lacks altogether (a checkpoint's
+    configuration carries them): key/value heads as many as the attention heads, which is what
+    any model that reads them as optional assumes, and in a sub-configuration without RoPE
+    parameters of its own the RoPE theta of the configuration it belongs to."""
+    heads = _get(config, "num_attention_heads")
+    if isinstance(heads, int) and not isinstance(heads, bool) and \
+            not _has(config, "num_key_value_heads"):
+        config.num_key_value_heads = heads
+    rope = _get(config, "rope_parameters")
+    theta = rope.get("rope_theta") if isinstance(rope, dict) else None
+    if theta is None:
+        return
+    for value in _attributes(config).values():
+        if _is_config(value) and not _has(value, "rope_theta") and \
+                not _has(value, "rope_parameters"):
+            value.rope_theta = theta
+
+
+def _has(config, key):
+    try:
+        return hasattr(config, key)
+    except Exception:  # noqa: BLE001 a per-layer attribute of a heterogeneous configuration
+        return True
+
+
+def _get(config, key):
+    try:
+        return getattr(config, key, None)
+    except Exception:  # noqa: BLE001 a per-layer attribute of a heterogeneous configuration
+        return None
+
+
+def _head_class(model_type):
+    import transformers
+
+    from torch_tpu.tools.model_zoo.selection import head_of
+
+    name = head_of(model_type)[2]
+    name = name[0] if isinstance(name, (list, tuple)) else name
+    return getattr(transformers, name, None) if name else None
+
+
+def _for_class(config, cls):
+    """The configuration a head class is built from: a composite model type's causal LM (or
+    MusicGen's decoder) is the class of one sub-configuration, which it takes as AutoModel's
+    from_config hands it over."""
+    wanted = getattr(cls, "config_class", None)
+    if wanted is None or isinstance(config, wanted):
+        return config
+    for key in config.to_dict():
+        sub = getattr(config, key, None)
+        if isinstance(sub, wanted):
+            return sub
+    return config
+
+
+def _token_defaults(cls, config):
+    """Token ids a head reads from its configuration with a default of its own, past the
+    small vocabulary (ShieldGemma 2's yes and no tokens), are set within it, each its own."""
+    import inspect
+    import re
+
+    try:
+        source = inspect.getsource(cls.__init__)
+    except (OSError, TypeError):
+        return
+    vocab = getattr(config.get_text_config(), "vocab_size", None) or VOCAB
+    found = re.findall(r"getattr\(config, \"(\w+_token_(?:id|index))\", ([\d_]+)\)", source)
+    for offset, (key, default) in enumerate(found):
+        if int(default) >= vocab and not _has(config, key):
+            setattr(config, key, vocab - 1 - offset)
+
+
+def _backbone_without_timm(config):
+    """DETR-style detectors default to a timm ResNet-50 backbone; timm is not installed (see
+    libraries.py), and Transformers' own ResNet, small, computes the same kind of feature maps."""
+    backbone = getattr(config, "backbone_config", None)
+    if getattr(backbone, "model_type", None) != "timm_backbone" and not getattr(config, "use_timm_backbone", False):
+        return
+    from transformers import ResNetConfig
+
+    levels = max(1, min(4, int(getattr(config, "num_feature_levels", 1) or 1)))
+    config.backbone_config = ResNetConfig(embedding_size=16, hidden_sizes=[16, 32, 32, 32][:max(2, levels)],
+                                          depths=[1] * max(2, levels),
+                                          out_features=[f"stage{i}" for i in range(max(2, levels) - levels + 1,
+                                                                                    max(2, levels) + 1)])
+    for key, value in (("use_timm_backbone", False), ("backbone", None), ("use_pretrained_backbone", False)):
+        if hasattr(config, key):
+            setattr(config, key, value)
 
 
 def small_config(model_type):
+    """The small configuration of a model type, as its zoo head class takes it."""
     from transformers import AutoConfig
 
-    config = AutoConfig.for_model(model_type)
-    _shrink(config)
+    config = _shrink(AutoConfig.for_model(model_type))
+    _backbone_without_timm(config)
+    cls = _head_class(model_type)
+    config = _for_class(config, cls)
+    _token_defaults(cls, config)
+    if getattr(config, "use_cache", False) and not _has(config, "num_hidden_layers") and any(
+            _is_config(v) and _has(v, "num_hidden_layers") for v in _attributes(config).values()):
+        # The layer counts are the sub-configurations': a cache built from this configuration
+        # (BLT's) asks it for one.
+        config.use_cache = False
     for key in ("pad_token_id",):
         if getattr(config, key, None) is None:
             try:

@@ -1,52 +1,131 @@
 """The inputs each architecture runs on: one batch for its main input (token ids, pixels, a
-waveform, a spectrogram or mel features), with labels for its task, generated on the CPU from a
-fixed seed so that the CPU and the device see the same values."""
+waveform, a spectrogram or mel features) shaped as its configuration and its own feature
+extractor have it, with labels for its task, and what its forward takes besides
+(`model_inputs`: decoder ids, images placed among the tokens, codebooks, boxes), generated on
+the CPU from a fixed seed so that the CPU and the device see the same values."""
+from torch_tpu.tools.model_zoo import model_inputs
 from torch_tpu.tools.model_zoo.configs import NUM_LABELS, VOCAB
 
 BATCH, SEQ = 2, 8
+# A waveform's samples (wav2vec2's two small feature-extractor convolutions make 159 frames of
+# them) and a spectrogram's frames (four to eight times subsampled by speech encoders).
+SAMPLES, FRAMES = 1600, 64
+
+CLASSIFICATION = ("sequence_classification", "image_classification", "audio_classification")
+SEQ2SEQ = ("seq2seq_lm", "speech_seq2seq")
 
 
 def make_inputs(model, task, config, seed=0):
     """CPU inputs for one forward and one training step, from the model's main input."""
     import torch
 
+    if hasattr(model, "example_inputs"):  # a ZooModel from another library
+        return model.example_inputs(seed)
     g = torch.Generator().manual_seed(seed)
-    name = getattr(model, "main_input_name", "input_ids")
-    vocab = getattr(config, "vocab_size", None) or getattr(
-        getattr(config, "text_config", None) or config, "vocab_size", VOCAB)
-    inputs, labels = {}, None
+    params = model_inputs.forward_parameters(model)
+    name = model_inputs.main_input(model, params)
+    source = model_inputs.encoder_config(model, config)
     if name == "pixel_values":
-        channels = getattr(config, "num_channels", 3)
-        size = getattr(config, "image_size", 32)
-        size = size if isinstance(size, int) else 32
-        inputs[name] = torch.randn(BATCH, channels, size, size, generator=g)
-        labels = torch.randint(0, NUM_LABELS, (BATCH,), generator=g)
-    elif name == "input_values" and isinstance(getattr(config, "num_mel_bins", None), int) and \
-            isinstance(getattr(config, "max_length", None), int):
-        # A spectrogram transformer: (batch, frames, mel bins).
-        inputs[name] = torch.randn(BATCH, config.max_length, config.num_mel_bins, generator=g)
-        labels = torch.randint(0, NUM_LABELS, (BATCH,), generator=g)
+        inputs = {name: model_inputs.pixels(source, params, g, BATCH)}
+        if "input_ids" in params:
+            # A captioner (BLIP) decodes text about the image.
+            ids = torch.randint(3, _vocab(config), (BATCH, SEQ), generator=g)
+            inputs.update(input_ids=ids, attention_mask=torch.ones_like(ids))
     elif name == "input_values":
-        inputs[name] = torch.randn(BATCH, 1600, generator=g)
-        if task == "ctc":
-            labels = torch.randint(1, min(vocab, 20), (BATCH, 3), generator=g)
-        else:
-            labels = torch.randint(0, NUM_LABELS, (BATCH,), generator=g)
+        inputs = {name: _waveform(source, g)}
     elif name == "input_features":
-        bins = getattr(config, "num_mel_bins", 16)
-        frames = 2 * getattr(config, "max_source_positions", 32)
-        inputs[name] = torch.randn(BATCH, bins, frames, generator=g)
-        labels = torch.randint(3, vocab, (BATCH, SEQ), generator=g)
-        inputs["decoder_input_ids"] = torch.randint(3, vocab, (BATCH, SEQ), generator=g)
+        inputs = {name: _features(model, source, g)}
     else:
-        ids = torch.randint(3, vocab, (BATCH, SEQ), generator=g)
-        inputs["input_ids"] = ids
-        inputs["attention_mask"] = torch.ones_like(ids)
-        if task == "sequence_classification":
-            labels = torch.randint(0, NUM_LABELS, (BATCH,), generator=g)
-        else:
-            labels = ids.clone()
-        if task == "seq2seq_lm":
-            labels = torch.randint(3, vocab, (BATCH, SEQ), generator=g)
-            inputs["decoder_input_ids"] = torch.randint(3, vocab, (BATCH, SEQ), generator=g)
+        length = _text_length(config)
+        ids = torch.randint(3, _vocab(config), (BATCH, length), generator=g)
+        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    label_task = task
+    if task == "image_classification" and name == "input_ids" and "pixel_values" in params:
+        # An image classifier on a vision-language model (ShieldGemma 2) hands its labels to
+        # the language model's loss: token labels.
+        label_task = "causal_lm"
+    labels = _labels(label_task, config, inputs, g)
+    if task in SEQ2SEQ and "decoder_input_ids" in params:
+        inputs["decoder_input_ids"] = torch.randint(3, model_inputs.decoder_vocab(config),
+                                                    (BATCH, SEQ), generator=g)
+    labels = model_inputs.add_extras(model, config, inputs, labels, params, g)
+    if name == "input_features" and "attention_mask" in params:
+        # Conformer CTC heads measure each example's encoded length from it.
+        features = inputs[name]
+        frames = features.shape[2] if _channels_first(source) else features.shape[1]
+        inputs["attention_mask"] = torch.ones(BATCH, frames, dtype=torch.long)
+    if name == "input_values" and "padding_mask" in params:
+        inputs["padding_mask"] = torch.ones(inputs[name].shape[0], inputs[name].shape[-1],
+                                            dtype=torch.long)
     return inputs, labels
+
+
+def _vocab(config):
+    return getattr(config, "vocab_size", None) or getattr(
+        getattr(config, "text_config", None) or config, "vocab_size", VOCAB)
+
+
+def _text_length(config):
+    # Perceiver's masked-LM decoder queries a fixed max_position_embeddings positions, the
+    # length its tokenizer pads every input to.
+    if getattr(config, "d_latents", None) and isinstance(
+            getattr(config, "max_position_embeddings", None), int):
+        return config.max_position_embeddings
+    return SEQ
+
+
+def _labels(task, config, inputs, g):
+    import torch
+
+    if task in CLASSIFICATION:
+        return torch.randint(0, NUM_LABELS, (BATCH,), generator=g)
+    if task == "ctc":
+        return torch.randint(1, min(_vocab(config), 20), (BATCH, 3), generator=g)
+    if task in SEQ2SEQ:
+        return torch.randint(3, model_inputs.decoder_vocab(config), (BATCH, SEQ), generator=g)
+    ids = inputs.get("input_ids")
+    return ids.clone() if ids is not None else None
+
+
+def _waveform(config, g):
+    """A mono waveform, or for a spectrogram transformer (batch, frames, mel bins)."""
+    import torch
+
+    bins, frames = getattr(config, "num_mel_bins", None), getattr(config, "max_length", None)
+    if isinstance(bins, int) and isinstance(frames, int):
+        return torch.randn(BATCH, frames, bins, generator=g)
+    shape = (BATCH, SAMPLES)
+    layout = model_inputs.extractor_layout(config.model_type, "input_values")
+    if layout and layout[0] == 3:
+        shape = (BATCH, 1, SAMPLES)  # a channel axis, as the model's feature extractor gives it
+    return torch.randn(*shape, generator=g)
+
+
+def _features(model, config, g):
+    """Spectrogram features laid out as the model's feature extractor lays them out: (batch,
+    bins, frames) for Whisper's kind (whose encoder takes exactly twice max_source_positions
+    frames), (batch, frames, bins) for the conformer and Speech2Text kind."""
+    import torch
+
+    bins = model_inputs.feature_size(config)
+    if model_inputs.extractor_layout(config.model_type, "input_features") is None:
+        # No extractor to ask: frames stacked with their deltas (Granite Speech 5's) show as
+        # a first projection taking a multiple of the mel bins.
+        width = model_inputs.first_linear_width(model)
+        if width and width > bins and width % bins == 0:
+            bins = width
+    positions = model_inputs.find(config, "max_source_positions")
+    if _channels_first(config):
+        frames = 2 * positions if isinstance(positions, int) else FRAMES
+        return torch.randn(BATCH, bins, frames, generator=g)
+    return torch.randn(BATCH, FRAMES, bins, generator=g)
+
+
+def _channels_first(config):
+    layout = model_inputs.extractor_layout(config.model_type, "input_features")
+    if layout:
+        return layout[1] == 1
+    # Without an extractor to ask (one for another input, or a library missing): Whisper's
+    # kind has mel bins and source positions.
+    return isinstance(model_inputs.find(config, "max_source_positions"), int) and \
+        isinstance(model_inputs.find(config, "num_mel_bins"), int)

@@ -1,0 +1,306 @@
+"""What a model's forward takes besides its main input, and the shapes its configuration and its
+processor give them: the main input a composite model passes to its encoder, the layout of its
+feature extractor's output, pixels for its vision tower, images placed among the tokens (as
+many image tokens as the vision tower makes features), audio codebooks, a decoder's ids,
+layout boxes. `inputs.make_inputs` builds the main input and the labels and calls
+`add_extras` for the rest; every tensor is drawn from its seeded generator on the CPU."""
+import functools
+
+from torch_tpu.tools.model_zoo.configs import VOCAB
+
+# Sub-configurations that describe an encoder, looked up in this order.
+_ENCODERS = ("encoder", "audio_config", "encoder_config", "speech_config", "vision_config")
+# Sub-configurations that describe a decoder.
+_DECODERS = ("decoder", "decoder_config", "text_config")
+
+
+def forward_parameters(model):
+    import inspect
+
+    return set(inspect.signature(model.forward).parameters)
+
+
+def main_input(model, params):
+    """The main input's name; a composite encoder-decoder's generic `inputs` is its encoder's
+    (speech-encoder-decoder: the speech encoder's input_values), and Perceiver's is token ids
+    for its text preprocessor."""
+    name = getattr(model, "main_input_name", "input_ids")
+    if name in params and name != "inputs":
+        return name
+    encoder = getattr(model, "encoder", None)
+    inner = getattr(encoder, "main_input_name", None)
+    if inner and inner != "inputs" and (inner in params or "inputs" in params):
+        return inner
+    return "input_ids"
+
+
+def encoder_config(model, config):
+    """The configuration the main input goes through: a composite's encoder's."""
+    encoder = getattr(model, "encoder", None)
+    if getattr(config, "is_encoder_decoder", False) and hasattr(config, "encoder") and \
+            getattr(encoder, "main_input_name", "input_ids") != "input_ids":
+        return config.encoder
+    return config
+
+
+def find(config, key):
+    """An attribute of the configuration or else of its encoder's sub-configuration."""
+    value = getattr(config, key, None)
+    if value is not None:
+        return value
+    for sub in _ENCODERS:
+        inner = getattr(config, sub, None)
+        if inner is not None and hasattr(inner, "to_dict"):
+            value = getattr(inner, key, None)
+            if value is not None:
+                return value
+    return None
+
+
+def feature_size(config):
+    """Features per spectrogram frame: mel bins, or what a conformer's feature projection takes
+    (Wav2Vec2-BERT's stacked frames), or Speech2Text's features per channel times channels."""
+    for key in ("num_mel_bins", "feature_projection_input_dim", "n_mels", "feature_size"):
+        value = find(config, key)
+        if isinstance(value, int) and value > 1:
+            return value
+    per_channel = find(config, "input_feat_per_channel")
+    if isinstance(per_channel, int):
+        return per_channel * (find(config, "input_channels") or 1)
+    return 16
+
+
+def first_linear_width(model):
+    """Input width of the model's first linear layer (in registration order)."""
+    import torch
+
+    return next((m.in_features for m in model.modules() if isinstance(m, torch.nn.Linear)), None)
+
+
+@functools.lru_cache(maxsize=None)
+def extractor_layout(model_type, key):
+    """(dimensions, feature axis) of `key` in what the model type's feature extractor makes of a
+    short waveform, or None where it has none or needs a library not installed. Only the
+    layout is taken from it: the sizes come from the small configuration."""
+    import numpy
+    import transformers
+    from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
+
+    cls = getattr(transformers, FEATURE_EXTRACTOR_MAPPING_NAMES.get(model_type) or "", None)
+    try:
+        extractor = cls()
+        rate = getattr(extractor, "sampling_rate", 16000)
+        wave = numpy.sin(numpy.arange(rate // 10, dtype=numpy.float32) * 0.05)
+        value = extractor(wave, sampling_rate=rate, return_tensors="pt")[key]
+    except Exception:  # noqa: BLE001 no extractor, another main input, a missing library
+        return None
+    size = getattr(extractor, "feature_size", None)
+    axes = [i for i in range(1, value.dim()) if value.shape[i] == size]
+    return value.dim(), (axes[-1] if axes else value.dim() - 1)
+
+
+def pixels(config, params, g, batch):
+    """Pixels for a vision tower: (batch, channels, height, width) of the configured image
+    size, or for Siglip2's patch sequence (batch, patches, channels x patch x patch) with its
+    patch mask and spatial shapes in `_patch_inputs`."""
+    import torch
+
+    vision = getattr(config, "vision_config", None) or config
+    channels = getattr(vision, "num_channels", 3)
+    channels = channels if isinstance(channels, int) else 3
+    height, width = _image_size(vision)
+    if "spatial_shapes" in params:
+        patch = vision.patch_size
+        count = (height // patch) * (width // patch)
+        return torch.randn(batch, count, channels * patch * patch, generator=g)
+    return torch.randn(batch, channels, height, width, generator=g)
+
+
+def _image_size(vision):
+    size = getattr(vision, "image_size", 32)
+    if isinstance(size, int):
+        return size, size
+    if isinstance(size, (list, tuple)) and len(size) == 2 and all(isinstance(v, int) for v in size):
+        return tuple(size)
+    return 32, 32
+
+
+def decoder_vocab(config):
+    value = getattr(config, "decoder_vocab_size", None)
+    if isinstance(value, int):
+        return value
+    for key in _DECODERS:
+        inner = getattr(config, key, None)
+        if inner is not None and isinstance(getattr(inner, "vocab_size", None), int):
+            return inner.vocab_size
+    return getattr(config, "vocab_size", None) or VOCAB
+
+
+def add_extras(model, config, inputs, labels, params, g):
+    """Adds to `inputs` what the forward takes besides the main input; returns the labels,
+    reshaped where the extras change what they label."""
+    if "spatial_shapes" in params and "pixel_values" in inputs:
+        _patch_inputs(config, inputs)
+    if "bbox" in params and "input_ids" in inputs:
+        inputs["bbox"] = _boxes(config, inputs["input_ids"].shape, g)
+    labels = _codebooks(model, config, inputs, labels, params, g)
+    if "input_ids" in inputs and "pixel_values" in params and "pixel_values" not in inputs:
+        labels = _images(model, config, inputs, labels, params, g)
+    if "input_ids" in inputs and "input_features" in params and "input_features" not in inputs \
+            and isinstance(getattr(config, "audio_length_per_tok", None), int):
+        _token_aligned_audio(config, inputs, g)
+    return labels
+
+
+def _patch_inputs(config, inputs):
+    """Siglip2 (NaFlex) takes its image as a patch sequence with a mask of the real patches and
+    each image's grid of patches."""
+    import torch
+
+    vision = getattr(config, "vision_config", None) or config
+    height, width = _image_size(vision)
+    batch, count = inputs["pixel_values"].shape[:2]
+    inputs["pixel_attention_mask"] = torch.ones(batch, count, dtype=torch.long)
+    grid = [height // vision.patch_size, width // vision.patch_size]
+    inputs["spatial_shapes"] = torch.tensor([grid] * batch, dtype=torch.long)
+
+
+def _boxes(config, shape, g):
+    """Layout models' word boxes (x0, y0, x1, y1) with x0 <= x1 and y0 <= y1, within the 2-D
+    position embeddings."""
+    import torch
+
+    limit = min(getattr(config, "max_2d_position_embeddings", 1024), 1024) - 1
+    corners = torch.randint(0, limit + 1, (*shape, 2, 2), generator=g)
+    low, high = corners.min(dim=-2).values, corners.max(dim=-2).values
+    return torch.cat([low, high], dim=-1)
+
+
+def _codebooks(model, config, inputs, labels, params, g):
+    """Audio-token language models take one token per codebook and position, each laid out in
+    its own way (read from their forward's documentation): MusicGen's decoder (batch x
+    codebooks, length) with labels (batch, length, codebooks); Dia's decoder (batch, length,
+    channels) with labels (batch x channels, length); Kyutai's speech-to-text (batch, length,
+    1 + codebooks), a text token then the audio codebooks' tokens."""
+    import torch
+
+    ids = inputs.get("input_ids")
+    if ids is None:
+        return labels
+    batch, length = ids.shape[:2]
+    codebooks = getattr(config, "num_codebooks", None)
+    if isinstance(codebooks, int) and isinstance(getattr(config, "codebook_vocab_size", None), int):
+        audio = torch.randint(0, config.codebook_vocab_size, (batch, length, codebooks),
+                              generator=g)
+        inputs["input_ids"] = torch.cat([ids[..., None], audio], dim=-1)
+        return labels
+    if isinstance(codebooks, int) and getattr(config, "model_type", "").endswith("_decoder"):
+        codes = torch.randint(3, config.vocab_size, (batch, codebooks, length), generator=g)
+        inputs["input_ids"] = codes.reshape(batch * codebooks, length)
+        inputs["attention_mask"] = torch.ones(batch, length, dtype=torch.long)
+        return codes.transpose(1, 2).contiguous()
+    decoder = getattr(config, "decoder_config", None)
+    channels = getattr(decoder, "num_channels", None)
+    if isinstance(channels, int) and "decoder_input_ids" in params:
+        codes = torch.randint(3, decoder.vocab_size, (batch, length, channels), generator=g)
+        inputs["decoder_input_ids"] = codes
+        return codes.transpose(1, 2).reshape(batch * channels, length).contiguous()
+    return labels
+
+
+# How many image tokens one image makes, where the configuration says so.
+_IMAGE_TOKEN_COUNTS = ("mm_tokens_per_image", "image_seq_length", "num_image_tokens")
+
+
+def _images(model, config, inputs, labels, params, g):
+    """Pixels for a model that takes them beside its token ids, and, where the tokens mark the
+    image's place (an image token id), as many image tokens after the first token as the
+    vision tower makes features of one image (the configuration's count, else the tower's own
+    get_image_features), with token types marking them where the forward takes token types
+    (Gemma 3 attends within an image both ways). A model without an image token (GIT)
+    prepends the image's features itself."""
+    import torch
+
+    if getattr(config, "vision_config", None) is None or "image_grid_thw" in params:
+        return labels
+    ids = inputs["input_ids"]
+    batch = ids.shape[0]
+    extra = {"pixel_values": pixels(config, params, g, batch)}
+    if "image_sizes" in params:
+        extra["image_sizes"] = torch.tensor([_image_size(config.vision_config)] * batch)
+    image_id = next((v for k in ("image_token_id", "image_token_index")
+                     if isinstance(v := getattr(config, k, None), int)), None)
+    if image_id is None:
+        inputs.update(extra)
+        return labels
+    count = _image_token_count(model, config, extra)
+    if not count:
+        return labels
+    if "image_sizes" in extra and not count_with_sizes(model, config, extra):
+        # Plain LLaVA's forward takes image sizes but splits by a patch size its vision
+        # tower lacks: only the processors of the LLaVA-NeXT kind give them.
+        del extra["image_sizes"]
+    text = ids.masked_fill(ids == image_id, _plain_token(config))
+    image = torch.full((batch, count), image_id, dtype=ids.dtype)
+    ids = torch.cat([text[:, :1], image, text[:, 1:]], dim=1)
+    inputs.update(input_ids=ids, attention_mask=torch.ones_like(ids), **extra)
+    if "token_type_ids" in params:
+        inputs["token_type_ids"] = (ids == image_id).long()
+    if labels is not None and labels.shape == text.shape:
+        labels = ids.masked_fill(ids == image_id, -100)
+    return labels
+
+
+def _plain_token(config):
+    """The smallest token id from 3 on that no special token of the configuration takes."""
+    taken = {v for k in config.to_dict() if k.endswith(("_token_id", "_token_index"))
+             for v in [getattr(config, k, None)] if isinstance(v, int)}
+    return next(i for i in range(3, 3 + len(taken) + 1) if i not in taken)
+
+
+def count_with_sizes(model, config, extra):
+    return _image_token_count(model, config, extra, sizes=True) is not None
+
+
+def _image_token_count(model, config, extra, sizes=False):
+    """Features per image: what the model's own get_image_features makes of the pixels, else
+    the configuration's count (not every small configuration keeps that count consistent)."""
+    import torch
+
+    # The head's, or its base model's (a classifier around a vision-language model).
+    features = getattr(model, "get_image_features", None) or \
+        getattr(getattr(model, "model", None), "get_image_features", None)
+    if features is not None:
+        training = model.training
+        try:
+            model.eval()
+            with torch.no_grad():
+                out = features(**{k: v for k, v in extra.items() if sizes or k != "image_sizes"})
+        except Exception:  # noqa: BLE001 a tower that wants more than pixels
+            out = None
+        finally:
+            model.train(training)
+        out = getattr(out, "pooler_output", out)
+        batch = extra["pixel_values"].shape[0]
+        if isinstance(out, (list, tuple)) and out:  # one tensor per image
+            out, batch = out[0], 1
+        if isinstance(out, torch.Tensor) and out.dim() >= 2:
+            return out.shape[-2] if out.dim() == 3 else out.shape[0] // batch
+    if sizes:
+        return None
+    for key in _IMAGE_TOKEN_COUNTS:
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def _token_aligned_audio(config, inputs, g):
+    """Voxtral Realtime adds one audio frame's embedding to each token's, a frame being
+    audio_length_per_tok feature frames (after its encoder's and projector's subsampling)."""
+    import torch
+
+    batch, length = inputs["input_ids"].shape[:2]
+    bins = feature_size(config)
+    frames = length * config.audio_length_per_tok
+    inputs["input_features"] = torch.randn(batch, bins, frames, generator=g)
