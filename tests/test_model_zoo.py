@@ -17,7 +17,8 @@ EAGER = ["strict", "defer_and_fuse"]
 
 # llama: rotary attention, RMSNorm, gated MLP; gpt2: tied embedding and output projection;
 # bert: an encoder with a masked-LM head and layer norm.
-@pytest.mark.parametrize("arch", ["llama", "gpt2", "bert"])
+# bert@question_answering: span logits and their two-position loss (an extra task's entry).
+@pytest.mark.parametrize("arch", ["llama", "gpt2", "bert", "bert@question_answering"])
 def test_architecture_matches_cpu_in_eager_modes(arch):
     record = zoo.run_arch(arch, EAGER)
     assert record["status"] == "attempted", record.get("reason")
@@ -27,6 +28,10 @@ def test_architecture_matches_cpu_in_eager_modes(arch):
         assert result["train"] == "pass", (mode, result["error"])
         assert result["native"], (mode, result["fallbacks"])
         assert result["compiles"] >= 1 or result["cache_hits"] >= 1
+        if arch in ("llama", "gpt2"):
+            # Greedy generate() with a dynamic and a static cache gives the CPU's tokens.
+            assert record["generate_reference"] == {"dynamic": "ok", "static": "ok"}
+            assert result["generate_caches"] == {"dynamic": "pass", "static": "pass"}, result["error"]
 
 
 def test_selection_is_one_architecture_per_module_across_families():
@@ -36,7 +41,28 @@ def test_selection_is_one_architecture_per_module_across_families():
     modules = [zoo._module_of(t) for t in types]
     assert len(modules) == len(set(modules))
     assert ("gemma3" in types) != ("gemma3_text" in types)
-    assert set(zoo.QUICK) <= set(types)
+    first, rest = zoo.tiers(chosen)
+    assert set(zoo.QUICK) <= set(first + rest)
+
+
+def test_tier_one_is_the_widely_used_types_then_their_extra_tasks():
+    first, rest = zoo.tiers()
+    assert not set(first) & set(rest)
+    assert first[:3] == ["llama", "mistral", "qwen2"]
+    assert "bert@question_answering" in first and "bert@multiple_choice" in first
+    # A decoder's token classification head is its LM head's linear layer again.
+    assert "llama@token_classification" not in first + rest
+    extra = [e for e in first if "@" in e]
+    assert first.index(extra[0]) > max(first.index(t) for t in first if "@" not in t and "/" not in t)
+    assert all(e.partition("@")[0] in first for e in extra)
+
+
+def test_generation_verdict_tells_a_near_tie_from_a_wrong_token():
+    scores = [torch.tensor([0.0, 5.0, 1.0]), torch.tensor([2.0, 2.0005, -1.0]), torch.tensor([3.0, 0.0, 0.0])]
+    assert zoo.generation_verdict([1, 1, 0], [1, 1, 0], scores) == "pass"
+    # Step 1's two best CPU scores are 5e-4 apart: which wins is rounding.
+    assert zoo.generation_verdict([1, 0, 0], [1, 1, 0], scores) == "tie"
+    assert zoo.generation_verdict([2, 1, 0], [1, 1, 0], scores) == "token 0 is 2, CPU's 1"
 
 
 def test_comparisons_catch_a_perturbed_value():
@@ -61,23 +87,36 @@ def _mode(forward, train, fallbacks=None, error=None):
 def test_totals_and_table_count_what_the_records_say():
     records = [
         {"arch": "a", "status": "attempted", "family": "decoder-only", "task": "causal_lm",
-         "seconds": 2.0, "modes": {"strict": _mode("pass", "pass"),
-                                   "compiled": _mode("pass", "fail", error="train: boom")}},
+         "seconds": 2.0, "modes": {"strict": dict(_mode("pass", "pass"), generate="pass"),
+                                   "compiled": dict(_mode("pass", "fail", error="train: boom"),
+                                                    generate="tie")}},
         {"arch": "b", "status": "attempted", "family": "vision", "task": "image_classification",
          "seconds": 2.0, "modes": {"strict": _mode("pass", "pass", {"aten::foo": 2}),
                                    "compiled": _mode("fail", "fail",
                                                      error="forward: no lowering for aten::bar.x")}},
         {"arch": "c", "status": "not_applicable", "family": "audio", "reason": "needs a file",
          "modes": {}, "seconds": 0.1},
+        {"arch": "a@question_answering", "status": "attempted", "family": "decoder-only",
+         "task": "question_answering", "seconds": 1.0,
+         "modes": {"strict": _mode("pass", "fail"), "compiled": _mode("pass", "pass")}},
+        {"arch": "diffusers/UNet", "status": "attempted", "family": "diffusion", "task": "noise_prediction",
+         "seconds": 1.0, "modes": {"strict": _mode("pass", "pass"), "compiled": _mode("pass", "pass")}},
     ]
     t = zoo.totals(records, ["strict", "compiled"])
-    assert t["architectures"] == 3 and t["not_applicable"] == 1
-    assert t["strict"] == {"attempted": 2, "forward_pass": 2, "train_pass": 2, "native": 1}
-    assert t["compiled"] == {"attempted": 2, "forward_pass": 1, "train_pass": 0, "native": 0}
+    # An extra task's entry is counted among the entries, not as another architecture.
+    assert t["architectures"] == 4 and t["architectures_attempted"] == 3
+    assert t["extra_task_entries"] == 1 and t["not_applicable"] == 1
+    assert t["libraries"] == {"diffusers": 1, "transformers": 3}
+    assert t["strict"] == {"attempted": 4, "forward_pass": 4, "train_pass": 3, "native": 2,
+                           "generate_attempted": 1, "generate_equal": 1, "generate_tie": 0}
+    assert t["compiled"] == {"attempted": 4, "forward_pass": 3, "train_pass": 2, "native": 2,
+                             "generate_attempted": 1, "generate_equal": 0, "generate_tie": 1}
     assert t["families"]["vision"] == {"attempted": 1, "forward_pass": {"strict": 1}}
     table = zoo.markdown(records, ["strict", "compiled"])
-    assert "| strict | 2 | 2 (100.0 %) | 2 (100.0 %) | 1 (50.0 %) |" in table
-    assert "| compiled | 2 | 1 (50.0 %) | 0 (0.0 %) | 0 (0.0 %) |" in table
+    assert "| strict | 4 | 4 (100.0 %) | 3 (75.0 %) | 2 (50.0 %) | 1 (100.0 %) + 0 of 1 |" in table
+    assert "| compiled | 4 | 3 (75.0 %) | 2 (50.0 %) | 2 (50.0 %) | 0 (0.0 %) + 1 of 1 |" in table
+    row_a = next(line for line in table.splitlines() if line.startswith("| a |"))
+    assert "FT G native" in row_a and "Ft G~" in row_a
     row_b = next(line for line in table.splitlines() if line.startswith("| b |"))
     assert "FT" in row_b and "ft" in row_b and "aten::foo" in row_b and "[aten::bar.x]" in row_b
     assert "| c | audio | needs a file |" in table
@@ -94,7 +133,7 @@ def test_command_line_resumes_and_prints_totals_last(tmp_path, capfd):
     with open(os.path.join(out, "model_zoo.json")) as f:
         saved = json.load(f)
     assert saved["architectures"][0]["status"] == "not_applicable"
-    assert "none of the task mappings" in saved["architectures"][0]["reason"]
+    assert "has no head for any task" in saved["architectures"][0]["reason"]
     zoo.main(["--arch", "no_such_model", "--modes", "strict", "--out", out])
     err = capfd.readouterr().err
     assert "resuming: 1 of 1" in err

@@ -1,7 +1,8 @@
-"""Hugging Face architectures on the tpu device, unmodified, in every mode.
+"""Hugging Face architectures (Transformers and diffusers) on the tpu device, unmodified, in
+every mode.
 
-    python -m torch_tpu.tools.model_zoo [--quick | --arch NAME[,NAME]] [--modes strict,...]
-        [--out DIR] [--timeout S] [--jobs N] [--fresh] [--list]
+    python -m torch_tpu.tools.model_zoo [--quick | --arch NAME[,NAME] | --tier 1|2]
+        [--modes strict,...] [--out DIR] [--timeout S] [--jobs N] [--fresh] [--list]
 
 Every architecture that the installed `transformers` ships is built from a small configuration
 (2 layers, hidden size 32, vocabulary 99, random weights from a fixed seed; nothing is
@@ -10,22 +11,27 @@ backend="tpu") in strict eager), on tpu and on the CPU with the same inputs:
 
   forward   model.eval() under no_grad; every floating output agrees with the CPU's;
   train     model.train() with dropout off: loss, backward, one SGD step; the loss, every
-            parameter gradient and every updated parameter agree with the CPU's.
+            parameter gradient and every updated parameter agree with the CPU's;
+  generate  causal LMs only: greedy generate() of 16 tokens with a dynamic and a static cache
+            (compiled: the forward under torch.compile) gives the CPU's tokens ("tie" when
+            they first differ where the CPU's two best scores were within the tolerance).
 
 Tolerances (float32 through another compiler, whose reductions and fusions reorder sums): a
 forward output or the loss agrees when |tpu - cpu| <= 2e-3 + 2e-3 |cpu| elementwise; a gradient or
 updated parameter when max |tpu - cpu| <= 1e-2 max |cpu| + 1e-5 over the tensor (gradients of
 near-zero entries are dominated by rounding, so they are judged against the tensor's scale).
 
-Selection: the model types of the task mappings (causal LM, masked LM, seq2seq LM, sequence
-classification, image classification, CTC, audio classification, speech seq2seq), one task per
-model type (seq2seq first, then masked LM for encoders, causal LM, the vision and audio heads,
-sequence classification last), and one model type per modelling module of transformers, so
-variants that share one implementation (gemma3 and gemma3_text, the *_text halves of
-multimodal models, aliases of one config) count once. Each is put in one family (see
-`family`). An architecture whose small configuration cannot be built offline, or whose CPU
-reference run fails with the generic inputs, is `not applicable` with the reason; it is not
-attempted, since the CPU failing says nothing about the device.
+Selection (`selection`), in two tiers: tier one is a fixed list of widely used model types
+(WIDELY_USED) and then their extra task entries ("bert@question_answering": heads whose ops
+differ from the type's own task, counted as entries, not architectures); tier two is one model
+type per modelling module of transformers for every other module (variants that share one
+implementation, such as gemma3 and gemma3_text, count once) and the other libraries' entries
+("diffusers/UNet2DConditionModel", see `libraries`), interleaved by family. A model type's
+one task is the first of its heads in TASKS' order (a type with no head runs its base model).
+Each entry is put in one family (see `family`). An entry whose small configuration cannot be
+built offline, or whose CPU reference run fails with the inputs built for it, is `not
+applicable` with the reason; it is not attempted, since the CPU failing says nothing about the
+device.
 
 Parameters whose entries are all equal (zero-initialised routers, biases, norm scales) get
 N(0, 0.02) noise added, so that no two experts tie in a router's topk: PyTorch leaves the order
@@ -35,15 +41,18 @@ Each architecture runs in a worker process (a crash or a hang past --timeout cos
 architecture only). Results go to DIR/model_zoo.json after each architecture (a rerun resumes
 from it; --fresh starts over) and DIR/model_zoo.md; the totals are the last line of stdout:
 per mode attempted, forward_pass, train_pass, native (forward and train passed and no op ran
-through the CPU fallback).
+through the CPU fallback) and the generate counts; the architectures (extra task entries apart)
+and the attempted entries per library.
 
 Across machines: each runs `--shard i/n --out DIR_i` (every n-th architecture of the interleaved
 selection, so each shard gets every family), then one runs `--report --merge DIR_1,...,DIR_n
 --out DIR` to combine the shards' results into one table and one line of totals.
 
-The package, by idea: selection (which architectures, their families), configs (the small
-configurations), inputs, compare (one architecture on the CPU and on tpu), report (totals and
-the tables), sweep (worker processes and resume) and cli (the command line).
+The package, by idea: selection (which entries, their tiers and families), libraries (entries
+from diffusers, through a `<library>_models` module each, in a `zoo_model.ZooModel`), configs
+(the small configurations), inputs and task_inputs (a head's labels), compare (one entry on
+the CPU and on tpu), report (totals and the tables), sweep (worker processes and resume) and
+cli (the command line).
 """
 # Tests and other code use these through `from torch_tpu.tools import model_zoo`; the
 # worker pool stays reachable for tests that run the workers in-process.
@@ -51,16 +60,17 @@ from torch_tpu.tools import worker_pool  # noqa: F401
 from torch_tpu.tools.model_zoo.cli import main
 from torch_tpu.tools.model_zoo.compare import (FORWARD_ATOL, FORWARD_RTOL, GRAD_ATOL, GRAD_RTOL,
                                                MODES, SGD_LR, NotApplicable, build,
-                                               elementwise_mismatch, failing_op, reference,
-                                               run_arch, run_mode, scaled_mismatch)
+                                               elementwise_mismatch, failing_op, generation_verdict,
+                                               reference, run_arch, run_mode, scaled_mismatch)
 from torch_tpu.tools.model_zoo.configs import NUM_LABELS, VOCAB, small_config
 from torch_tpu.tools.model_zoo.inputs import BATCH, SEQ, make_inputs
 from torch_tpu.tools.model_zoo.report import markdown, totals, write_results
-from torch_tpu.tools.model_zoo.selection import (FAMILIES, QUICK, TASKS, _module_of,  # noqa: F401
-                                                 family, interleave_families, select)
+from torch_tpu.tools.model_zoo.selection import (EXTRA_TASKS, FAMILIES, QUICK, TASKS,  # noqa: F401
+                                                 WIDELY_USED, _module_of, extra_tasks, family,
+                                                 interleave_families, select, tiers)
 from torch_tpu.tools.model_zoo.sweep import run
 
-__all__ = ["BATCH", "FAMILIES", "FORWARD_ATOL", "FORWARD_RTOL", "GRAD_ATOL", "GRAD_RTOL", "MODES",
+__all__ = ["BATCH", "EXTRA_TASKS", "WIDELY_USED", "extra_tasks", "generation_verdict", "tiers", "FAMILIES", "FORWARD_ATOL", "FORWARD_RTOL", "GRAD_ATOL", "GRAD_RTOL", "MODES",
            "NUM_LABELS", "QUICK", "SEQ", "SGD_LR", "TASKS", "VOCAB", "NotApplicable", "build",
            "elementwise_mismatch", "failing_op", "family", "interleave_families", "main",
            "make_inputs", "markdown", "reference", "run", "run_arch", "run_mode",

@@ -10,7 +10,8 @@ import sys
 
 from torch_tpu.tools.model_zoo.compare import MODES
 from torch_tpu.tools.model_zoo.report import _ordered, totals, write_results
-from torch_tpu.tools.model_zoo.selection import QUICK, _family_of, interleave_families, select
+from torch_tpu.tools.model_zoo.libraries import entries as library_entries
+from torch_tpu.tools.model_zoo.selection import QUICK, _family_of, extra_tasks, select, tiers
 from torch_tpu.tools.model_zoo.sweep import _quiet_transformers, _worker, run
 
 
@@ -46,6 +47,9 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true",
                         help=f"the fixed CI sample of {len(QUICK)} architectures")
     parser.add_argument("--arch", default="", help="comma-separated model types")
+    parser.add_argument("--tier", type=int, choices=(1, 2), default=None,
+                        help="1: only the widely used model types (and their extra task entries); "
+                             "2: only the rest (the other modelling modules, diffusers)")
     parser.add_argument("--shard", default="",
                         help="i/n: run only the i-th of n interleaved slices of the selection (one per machine)")
     parser.add_argument("--merge", default="",
@@ -78,7 +82,8 @@ def main(argv=None):
     elif args.quick:
         archs = list(QUICK)
     else:
-        archs = interleave_families(selection)
+        first, rest = tiers(selection)
+        archs = {1: first, 2: rest}.get(args.tier, first + rest)
     if args.shard:
         try:
             archs = shard_of(archs, args.shard)
@@ -87,13 +92,16 @@ def main(argv=None):
     if args.merge and not args.report:
         parser.error("--merge only goes with --report")
     if args.list:
-        tasks = {t: (task, cls) for t, task, cls in selection}
+        listed = selection + library_entries() + extra_tasks([t for t, _, _ in selection])
+        tasks = {t: (task, cls) for t, task, cls in listed}
+        tier_one = set(tiers(selection)[0])
         for model_type in archs:
             task, cls = tasks.get(model_type, ("-", "-"))
-            print(f"{model_type}\t{task}\t{cls}")
+            print(f"{model_type}\t{task}\t{cls}\ttier {1 if model_type in tier_one else 2}")
         return
     command = "python -m torch_tpu.tools.model_zoo" + (" --quick" if args.quick else "") + \
-        (f" --arch {args.arch}" if args.arch else "") + (f" --shard {args.shard}" if args.shard else "")
+        (f" --arch {args.arch}" if args.arch else "") + (f" --tier {args.tier}" if args.tier else "") + \
+        (f" --shard {args.shard}" if args.shard else "")
     if args.report:
         sources = [d.strip() for d in args.merge.split(",") if d.strip()] or [args.out]
         saved, saved_meta = load_records(sources)
@@ -107,8 +115,8 @@ def main(argv=None):
         write_results(args.out, records, modes, saved_meta)
         final = totals(records, modes)
         print(json.dumps({m: final[m] for m in modes} |
-                         {"architectures": final["architectures"],
-                          "not_applicable": final["not_applicable"]}))
+                         {k: final[k] for k in ("architectures", "architectures_attempted", "extra_task_entries",
+                                "not_applicable", "libraries")}))
         return final
     rerun = {r.strip() for r in args.rerun.split(",") if r.strip()}
     if rerun - {"na", "failed"}:
@@ -119,6 +127,6 @@ def main(argv=None):
     ran = [r for r in records if r["arch"] in archs]
     final = totals(ran, modes)
     print(json.dumps({m: final[m] for m in modes} |
-                     {"architectures": final["architectures"],
-                      "not_applicable": final["not_applicable"]}))
+                     {k: final[k] for k in ("architectures", "architectures_attempted", "extra_task_entries",
+                                "not_applicable", "libraries")}))
     return t

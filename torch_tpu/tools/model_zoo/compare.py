@@ -8,14 +8,20 @@ import re
 import time
 
 from torch_tpu.tools.model_zoo.configs import small_config
+from torch_tpu.tools.model_zoo.libraries import build as build_from_library
+from torch_tpu.tools.model_zoo.libraries import library_of
 from torch_tpu.tools.model_zoo.inputs import make_inputs
-from torch_tpu.tools.model_zoo.selection import _guess_family, _mappings, _task_of, family
+from torch_tpu.tools.model_zoo.task_inputs import for_task, to_device
+from torch_tpu.tools.model_zoo.selection import _guess_family, family, head_of
 
 MODES = ("strict", "defer_and_fuse", "compiled")
 
 FORWARD_RTOL = FORWARD_ATOL = 2e-3
 GRAD_RTOL, GRAD_ATOL = 1e-2, 1e-5
 SGD_LR = 1e-2
+# Causal LMs also generate greedily from one prompt, with each kind of cache.
+GENERATE_PROMPT, GENERATE_NEW_TOKENS = 8, 16
+GENERATE_CACHES = ("dynamic", "static")
 
 
 def _flatten(value, prefix="out"):
@@ -68,11 +74,10 @@ def scaled_mismatch(name, actual, expected, rtol=GRAD_RTOL, atol=GRAD_ATOL):
 
 
 def _first_line(error):
-    text = f"{type(error).__name__}: {error}".strip()
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()[:300]
-    return type(error).__name__
+    """The error's type and the first line of its message that says something (an ImportError's
+    message may start on the line after its colon)."""
+    message = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+    return f"{type(error).__name__}: {message}"[:300].rstrip(": ")
 
 
 def _where(error):
@@ -106,11 +111,11 @@ def build(model_type):
     import torch
     import transformers
 
-    mappings = _mappings()
-    task = _task_of(model_type, mappings)
-    if task is None:
-        raise NotApplicable(f"{model_type} is in none of the task mappings")
-    class_name = mappings[task][model_type]
+    if library_of(model_type) != "transformers":
+        return build_from_library(model_type)
+    model_type, task, class_name = head_of(model_type)
+    if task is None or class_name is None:
+        raise NotApplicable(f"{model_type} has no head for {task or 'any task of the zoo'}")
     if isinstance(class_name, (list, tuple)):  # e.g. DeiT: (plain head, head with a teacher)
         class_name = class_name[0]
     cls = getattr(transformers, class_name, None)
@@ -120,6 +125,8 @@ def build(model_type):
         config = small_config(model_type)
     except Exception as error:  # noqa: BLE001
         raise NotApplicable("config: " + _first_line(error)) from None
+    if task == "question_answering":
+        config.num_labels = 2  # a span's start and end logits
     _seed_all(0)
     try:
         model = cls(config)
@@ -151,7 +158,7 @@ class NotApplicable(Exception):
 def _loss_of(output):
     import torch
 
-    loss = getattr(output, "loss", None)
+    loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
     if isinstance(loss, torch.Tensor) and loss.numel() == 1:
         return loss
     tensors = _flatten(output)
@@ -168,9 +175,9 @@ def _train_step(model, inputs, labels, device, runner=None):
     import torch
 
     runner = model if runner is None else runner
-    kwargs = {k: v.to(device) for k, v in inputs.items()}
+    kwargs = to_device(inputs, device)
     if labels is not None:
-        kwargs["labels"] = labels.to(device)
+        kwargs["labels"] = to_device(labels, device)
     try:
         output = runner(**kwargs)
     except TypeError as error:
@@ -192,7 +199,7 @@ def _forward(model, inputs, device):
     import torch
 
     with torch.no_grad():
-        return model(**{k: v.to(device) for k, v in inputs.items()})
+        return model(**to_device(inputs, device))
 
 
 def reference(model, task, config):
@@ -200,7 +207,7 @@ def reference(model, task, config):
     parameters; NotApplicable when the CPU itself cannot run the generic inputs."""
     import copy
 
-    inputs, labels = make_inputs(model, task, config)
+    inputs, labels = for_task(task, *make_inputs(model, task, config))
     try:
         model.eval()
         expected_out = _flatten(_forward(model, inputs, "cpu"))
@@ -217,7 +224,65 @@ def reference(model, task, config):
     except Exception as error:  # noqa: BLE001
         raise NotApplicable("CPU training step: " + _first_line(error)) from None
     return {"inputs": inputs, "labels": labels if used_labels else None, "out": expected_out,
-            "loss": loss, "grads": grads, "params": params}
+            "loss": loss, "grads": grads, "params": params,
+            "generate": _reference_generation(model, task, config)}
+
+
+def _prompt(config):
+    import torch
+
+    vocab = getattr(config, "vocab_size", None) or getattr(config.get_text_config(), "vocab_size")
+    g = torch.Generator().manual_seed(3)
+    return torch.randint(3, vocab, (1, GENERATE_PROMPT), generator=g)
+
+
+def _generate(model, prompt, cache, device):
+    """(new tokens, the scores each was chosen from) of a greedy generate() with one kind of
+    cache; min_new_tokens keeps an end-of-sequence token from ending it early."""
+    import torch
+
+    kwargs = dict(max_new_tokens=GENERATE_NEW_TOKENS, min_new_tokens=GENERATE_NEW_TOKENS,
+                  do_sample=False, output_scores=True, return_dict_in_generate=True,
+                  pad_token_id=getattr(model.config, "pad_token_id", None) or 0)
+    if cache == "static":
+        kwargs["cache_implementation"] = "static"
+    ids = prompt.to(device)
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+    tokens = out.sequences[0, prompt.shape[1]:].cpu().tolist()
+    return tokens, [s[0].detach().float().cpu() for s in out.scores]
+
+
+def _reference_generation(model, task, config):
+    """Per cache kind, the CPU's tokens and scores, or why the CPU cannot generate with it (such
+    a cache kind is not tried on tpu); None for a model that is not a causal LM."""
+    if task != "causal_lm" or not getattr(model, "can_generate", lambda: False)():
+        return None
+    model.eval()
+    prompt, out = _prompt(config), {}
+    for cache in GENERATE_CACHES:
+        try:
+            tokens, scores = _generate(model, prompt, cache, "cpu")
+            out[cache] = {"tokens": tokens, "scores": scores}
+        except Exception as error:  # noqa: BLE001
+            out[cache] = {"error": "CPU generate: " + _first_line(error)}
+    return {"prompt": prompt, "caches": out}
+
+
+def generation_verdict(tokens, expected, expected_scores):
+    """"pass" when the tokens equal the CPU's; "tie" when they first differ at a step where the
+    CPU's two best scores were within the forward tolerance of each other (rounding between two
+    compilers then decides which is the argmax, and every later token follows from it); else a
+    one-line reason."""
+    if tokens == expected:
+        return "pass"
+    step = next((i for i, (a, b) in enumerate(zip(tokens, expected)) if a != b), None)
+    if step is None:
+        return f"{len(tokens)} tokens, CPU's {len(expected)}"
+    top = expected_scores[step].topk(2).values.tolist()
+    if len(top) == 2 and top[0] - top[1] <= FORWARD_ATOL + FORWARD_RTOL * abs(top[0]):
+        return "tie"
+    return f"token {step} is {tokens[step]}, CPU's {expected[step]}"
 
 
 def _compile(model, mode):
@@ -295,6 +360,8 @@ def run_mode(model, ref, mode):
             verdict("train", bad)
         except Exception as error:  # noqa: BLE001
             fail("train", error)
+        if ref.get("generate") and any("tokens" in c for c in ref["generate"]["caches"].values()):
+            _check_generation(model, ref["generate"], mode, record, fail)
         try:
             torch.tpu.synchronize()
         except Exception as error:  # noqa: BLE001
@@ -310,11 +377,51 @@ def run_mode(model, ref, mode):
     return record
 
 
+def _check_generation(model, ref, mode, record, fail):
+    """record["generate"]: "pass" when every cache kind the CPU could generate with gave the
+    CPU's tokens on tpu, "tie" when some first differed at a near-tie, else "fail";
+    record["generate_caches"] has the verdict of each."""
+    import copy
+
+    import torch
+
+    record["generate"], record["generate_caches"] = "fail", {}
+    try:
+        tpu_model = copy.deepcopy(model).eval().to("tpu")
+        if mode == "compiled":
+            tpu_model.forward = torch.compile(tpu_model.forward, backend="tpu")
+    except Exception as error:  # noqa: BLE001
+        fail("generate", error)
+        return
+    verdicts = []
+    for cache, expected in ref["caches"].items():
+        if "tokens" not in expected:
+            continue
+        try:
+            tokens, _ = _generate(tpu_model, ref["prompt"], cache, "tpu")
+            verdict = generation_verdict(tokens, expected["tokens"], expected["scores"])
+            if verdict not in ("pass", "tie"):
+                fail(f"generate ({cache} cache)", f"mismatch {verdict}")
+                verdict = "fail"
+        except Exception as error:  # noqa: BLE001
+            fail(f"generate ({cache} cache)", error)
+            verdict = "fail"
+        record["generate_caches"][cache] = verdict
+        verdicts.append(verdict)
+    record["generate"] = "fail" if "fail" in verdicts else "tie" if "tie" in verdicts else "pass"
+
+
 def run_arch(model_type, modes=MODES):
     """Everything about one architecture, as a JSON-able dict."""
+    import torch
+
     import torch_tpu
 
     torch_tpu.set_fallback_warnings(False)
+    # A worker runs many architectures: Dynamo's caches on the code objects they share
+    # (Transformers' forward decorators) would reach its recompile limit, after which a
+    # "compiled" run is silently eager, and would keep every earlier graph's programs alive.
+    torch._dynamo.reset()
     start = time.monotonic()
     record = {"arch": model_type, "status": "attempted", "modes": {}}
     try:
@@ -324,6 +431,10 @@ def run_arch(model_type, modes=MODES):
         record["family"] = family(model_type, task, config)
         record["parameters"] = sum(p.numel() for p in model.parameters())
         ref = reference(model, task, config)
+        if ref["generate"]:
+            record["generate_reference"] = {c: v.get("error", "ok") for c, v in ref["generate"]["caches"].items()}
+        elif task == "causal_lm":
+            record["generate_reference"] = "the model class cannot generate"
     except NotApplicable as reason:
         record["status"] = "not_applicable"
         record["reason"] = str(reason)

@@ -7,15 +7,22 @@ import json
 import re
 
 from torch_tpu.tools.model_zoo.configs import EXPERTS, small_config
+from torch_tpu.tools.model_zoo.libraries import entries as library_entries
+from torch_tpu.tools.model_zoo.libraries import family as library_family
+from torch_tpu.tools.model_zoo.libraries import library_of
 
 FAMILIES = ("decoder-only", "encoder-only", "encoder-decoder", "vision", "audio",
-            "mixture-of-experts", "state-space", "multimodal")
+            "mixture-of-experts", "state-space", "multimodal", "diffusion")
 
 # A fixed sample for CI: every family, the most common attention and normalisation variants.
 QUICK = ("llama", "gpt2", "qwen2_moe", "mixtral", "mamba", "bert", "roberta", "distilbert",
-         "t5", "bart", "vit", "resnet", "convnext", "wav2vec2", "whisper")
+         "t5", "bart", "vit", "resnet", "convnext", "wav2vec2", "whisper",
+         "bert@question_answering", "segformer@semantic_segmentation",
+         "diffusers/UNet2DConditionModel", "diffusers/DiTTransformer2DModel", "diffusers/AutoencoderKL")
 
-# Task mappings in the order a model type's one task is chosen.
+# Task mappings in the order a model type's one task is chosen: the heads that train on a task's
+# loss first; a model type in none of them (a vision backbone, a segmentation or mask model, a
+# base model with no head) runs its base model, trained on the mean square of its first output.
 TASKS = (
     ("seq2seq_lm", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"),
     ("speech_seq2seq", "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES"),
@@ -25,6 +32,56 @@ TASKS = (
     ("ctc", "MODEL_FOR_CTC_MAPPING_NAMES"),
     ("audio_classification", "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES"),
     ("sequence_classification", "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES"),
+    ("image_text_to_text", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES"),
+    ("object_detection", "MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES"),
+    ("semantic_segmentation", "MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES"),
+    ("depth_estimation", "MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES"),
+    ("backbone", "MODEL_FOR_BACKBONE_MAPPING_NAMES"),
+    ("base", "MODEL_MAPPING_NAMES"),
+)
+
+# The tasks a widely used model type also runs as an extra entry ("bert@question_answering"),
+# where its head uses other ops than its own task's: span logits and their two-position loss,
+# per-token logits (an encoder's masked-LM head is a transform and a tied decoder), choices
+# folded into the batch, box regression with a matching loss, per-pixel logits and depth maps,
+# text generated from an image. A decoder's token classification head is its LM head's linear
+# layer again, so decoders skip it. Counted as entries, not as architectures.
+EXTRA_TASKS = (
+    ("token_classification", "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES"),
+    ("question_answering", "MODEL_FOR_QUESTION_ANSWERING_MAPPING_NAMES"),
+    ("multiple_choice", "MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES"),
+    ("object_detection", "MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES"),
+    ("semantic_segmentation", "MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES"),
+    ("depth_estimation", "MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES"),
+    ("image_text_to_text", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES"),
+)
+_DECODER_EXTRA_TASKS = ("question_answering", "image_text_to_text")
+
+# Tier one: the model types a user is most likely to bring, run first. Chosen by hand (this
+# tool runs offline) from the architectures of the Hub's most-downloaded checkpoints in each
+# common task (text generation, fill-mask and sentence embeddings, translation and
+# summarisation, speech recognition, image classification and embeddings, detection,
+# segmentation, depth, image-text); tier two is every other modelling module, for diversity.
+WIDELY_USED = (
+    # text generation
+    "llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "gemma", "gemma2", "gemma3",
+    "phi", "phi3", "gpt2", "gpt_neox", "gptj", "opt", "bloom", "falcon", "mixtral", "starcoder2",
+    "olmo2", "deepseek_v3", "granite", "gpt_oss", "smollm3", "mamba",
+    # encoders: fill-mask, sentence embeddings, classification
+    "bert", "roberta", "distilbert", "xlm-roberta", "deberta-v2", "electra", "albert", "mpnet",
+    "modernbert", "camembert",
+    # translation, summarisation
+    "t5", "mt5", "bart", "mbart", "marian", "pegasus",
+    # speech
+    "whisper", "wav2vec2", "hubert",
+    # vision
+    "vit", "clip", "siglip", "dinov2", "resnet", "convnext", "swin", "deit", "beit", "segformer",
+    "mobilenet_v2", "detr", "dpt", "depth_anything", "mask2former",
+    # image-text
+    "llava", "qwen2_vl", "qwen2_5_vl", "paligemma", "blip", "idefics3",
+    # diffusion: Stable Diffusion's UNet, VAE and ControlNet, the SD3 and Flux transformers
+    "diffusers/UNet2DConditionModel", "diffusers/AutoencoderKL", "diffusers/ControlNetModel",
+    "diffusers/SD3Transformer2DModel", "diffusers/FluxTransformer2DModel",
 )
 
 
@@ -41,10 +98,26 @@ def _module_of(model_type):
 
 
 def _task_of(model_type, mappings):
+    if "@" in model_type:  # an extra task's entry
+        return model_type.partition("@")[2]
     for task, _ in TASKS:
         if model_type in mappings[task]:
             return task
     return None
+
+
+def head_of(entry, mappings=None):
+    """(model type, task, class name) of an entry: its one task's head, or for an extra task's
+    entry (model_type@task) that task's."""
+    from transformers.models.auto import modeling_auto
+
+    mappings = _mappings() if mappings is None else mappings
+    model_type, _, extra = entry.partition("@")
+    if extra:
+        heads = getattr(modeling_auto, dict(EXTRA_TASKS)[extra])
+        return model_type, extra, heads.get(model_type)
+    task = _task_of(model_type, mappings)
+    return model_type, task, mappings[task][model_type] if task else None
 
 
 def _is_text_half(model_type):
@@ -71,13 +144,47 @@ def select():
     return chosen
 
 
+def extra_tasks(model_types):
+    """[(entry, task, class name)]: the EXTRA_TASKS each model type has a head for, besides its
+    own task, as entries named model_type@task."""
+    from transformers.models.auto import modeling_auto
+
+    mappings = _mappings()
+    out = []
+    for model_type in model_types:
+        own = _task_of(model_type, mappings)
+        for task, name in EXTRA_TASKS:
+            heads = getattr(modeling_auto, name)
+            if own == "causal_lm" and task not in _DECODER_EXTRA_TASKS:
+                continue
+            if task != own and model_type in heads:
+                out.append((f"{model_type}@{task}", task, heads[model_type]))
+    return out
+
+
+def tiers(selection=None):
+    """(tier one, tier two) as lists of entries in the order a full run takes them: tier one is
+    the WIDELY_USED model types (as the selection names their modules) and then their extra task
+    entries; tier two is the rest of the selection and the other libraries' entries, interleaved
+    by family."""
+    selection = select() if selection is None else selection
+    by_module = {_module_of(t): t for t, _, _ in selection}
+    others = library_entries()
+    first = [by_module[m] for m in dict.fromkeys(_module_of(t) for t in WIDELY_USED if "/" not in t)
+             if m in by_module]
+    first += [e for e, _, _ in extra_tasks(first)]
+    first += [e for e, _, _ in others if e in WIDELY_USED]
+    rest = [entry for entry in selection + others if entry[0] not in first]
+    return first, interleave_families(rest)
+
+
 def interleave_families(selection):
     """The selected model types in round-robin order over their families, so that a partial
     (or resumed) full run covers every family evenly instead of the alphabet's first part."""
     groups = {}
     for model_type, task, _ in selection:
         try:
-            fam = family(model_type, task, small_config(model_type))
+            fam = family(model_type, task, small_config(model_type.partition("@")[0]))
         except Exception:  # noqa: BLE001 the worker reports why; only the order is decided here
             fam = _guess_family(model_type)
         groups.setdefault(fam, []).append(model_type)
@@ -93,9 +200,14 @@ def family(model_type, task, config):
     state-space or multimodal: a model's inputs decide vision and audio; then a state-space or
     hybrid layer, then routed experts, then an encoder-decoder stack, then a vision or audio
     tower next to the language model; what remains is an encoder (masked LM, classification)
-    or a decoder (causal LM)."""
-    if task in ("image_classification",):
+    or a decoder (causal LM). An entry of another library is counted where that library says."""
+    if library_of(model_type) != "transformers":
+        return library_family(model_type)
+    if task in ("image_classification", "object_detection", "semantic_segmentation",
+                "depth_estimation", "backbone"):
         return "vision"
+    if task == "image_text_to_text":
+        return "multimodal"
     if task in ("ctc", "audio_classification", "speech_seq2seq"):
         return "audio"
     flat = json.dumps(config.to_dict(), default=str).lower()
@@ -113,8 +225,15 @@ def family(model_type, task, config):
         return "encoder-decoder"
     if re.search(r'"(vision_config|audio_config|vq_config|image_size)"', flat):
         return "multimodal"
-    if task in ("masked_lm", "sequence_classification"):
+    if task in ("masked_lm", "sequence_classification", "token_classification",
+                "question_answering", "multiple_choice"):
         return "encoder-only"
+    if task == "base":  # no head: a decoder only when its config says it is one
+        if re.search(r'"(num_mel_bins|sampling_rate|feat_extract_norm)"', flat):
+            return "audio"
+        if re.search(r'"(image_size|patch_size|num_channels)"', flat):
+            return "vision"
+        return "decoder-only" if getattr(config, "is_decoder", False) else "encoder-only"
     return "decoder-only"
 
 
@@ -122,13 +241,16 @@ def _family_of(model_type):
     """The family of an architecture whose worker died or hung: from its small config when that
     builds, else from its task."""
     try:
-        return family(model_type, _task_of(model_type, _mappings()), small_config(model_type))
+        return family(model_type, _task_of(model_type, _mappings()),
+                      small_config(model_type.partition("@")[0]))
     except Exception:  # noqa: BLE001
         return _guess_family(model_type)
 
 
 def _guess_family(model_type):
     """A family for an architecture whose config could not be built: from its task only."""
+    if library_of(model_type) != "transformers":
+        return library_family(model_type)
     try:
         task = _task_of(model_type, _mappings())
     except Exception:  # noqa: BLE001

@@ -53,6 +53,8 @@ def _needs_rerun(record, modes, rerun):
         return "na" in rerun
     if any(m not in record["modes"] for m in modes):
         return True
+    if record.get("task") == "causal_lm" and "generate_reference" not in record:
+        return True  # recorded before causal LMs generated too
     return "failed" in rerun and any(
         record["modes"][m]["forward"] != "pass" or record["modes"][m]["train"] != "pass"
         for m in modes)
