@@ -30,7 +30,7 @@ bench: build
 	$(PY) benchmarks/modes.py --quick
 	$(VENV)/bin/torchrun --nproc-per-node 2 benchmarks/allreduce.py
 
-# Every Hugging Face architecture in every mode (long; resumes from model_zoo_results/).
+# Every Transformers and diffusers architecture in every mode (long; resumes from model_zoo_results/).
 zoo: build
 	$(PY) -m torch_tpu.tools.model_zoo --out model_zoo_results
 
