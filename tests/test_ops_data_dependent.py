@@ -100,3 +100,17 @@ def test_boolean_mask_of_another_shape_raises_like_cpu(mode):
     for device in ("cpu", "tpu"):
         with pytest.raises(IndexError, match=r"The shape of the mask \[3\] at index 0 does not match"):
             x.to(device).index_put_((torch.tensor([True, False, True], device=device),), torch.tensor(1.0, device=device))
+
+
+def test_index_tensors_on_the_cpu_index_a_tpu_tensor(mode, no_fallback):
+    # As on CUDA: the indices are uploaded (DETR's matcher computes them on the CPU with scipy).
+    rows, cols = torch.tensor([3, 0, 3]), torch.tensor([1, 2, 0])
+    mask = torch.tensor([True, False, True, True])
+    assert_same_as_cpu(lambda t: t[rows, cols], _x())
+    assert_same_as_cpu(lambda t: t[mask], _x())
+    assert_same_as_cpu(lambda t: t.clone().index_put_((rows,), torch.tensor(7.0).to(t.device)), _x())
+    x = _x().requires_grad_()
+    on_tpu = x.detach().to("tpu").requires_grad_()
+    (x[rows, cols] * torch.arange(3.0)).sum().backward()
+    (on_tpu[rows, cols] * torch.arange(3.0, device="tpu")).sum().backward()
+    assert torch.equal(on_tpu.grad.cpu(), x.grad)

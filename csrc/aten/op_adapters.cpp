@@ -15,17 +15,31 @@ namespace {
 
 bool is_tpu(const at::Tensor& t) { return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1; }
 
-// Boolean (or uint8) masks among the indices of index and index_put (the backward of x[mask],
-// and x[mask] = values) become the integer indices of their true elements, as PyTorch's own
-// kernels do first (its expandTensors, with CPU's checks and messages); nonzero reads the count
-// from the device, then the gather or scatter runs lowered.
-void expand_mask_indices(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+// The indices of index and index_put on a tpu tensor. Index tensors on the CPU are uploaded
+// first, as CUDA's kernels take CPU indices for a CUDA tensor (DETR's matcher computes its
+// indices on the CPU with scipy): an upload, not a CPU fallback of the op. Boolean (or uint8)
+// masks (the backward of x[mask], and x[mask] = values) become the integer indices of their true
+// elements, as PyTorch's own kernels do first (its expandTensors, with CPU's checks and
+// messages); nonzero reads the count from the device, then the gather or scatter runs lowered.
+void prepare_indices(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // index.Tensor(self, indices), index_put(self, indices, values, ...) and their out= forms:
   // indices is argument 1.
   const size_t first = stack->size() - op.schema().arguments().size();
   c10::IValue& value = (*stack)[first + 1];
   if (!value.isList() || !(*stack)[first].isTensor()) return;
   c10::List<std::optional<at::Tensor>> list = value.toOptionalTensorList();
+  const at::Tensor& self = (*stack)[first].toTensor();
+  if (is_tpu(self)) {
+    bool uploaded = false;
+    for (size_t i = 0; i < list.size(); ++i) {
+      std::optional<at::Tensor> index = list.get(i);
+      if (index.has_value() && index->defined() && index->device().is_cpu()) {
+        list.set(i, index->to(self.device()));
+        uploaded = true;
+      }
+    }
+    if (uploaded) value = c10::IValue(list);
+  }
   auto is_mask = [](const std::optional<at::Tensor>& t) {
     return t.has_value() && is_tpu(*t) && (t->scalar_type() == at::kBool || t->scalar_type() == at::kByte);
   };
@@ -202,7 +216,7 @@ std::vector<OpAdapter> make_table() {
       "boolean masks among the indices have data-dependent sizes, which no meta function can give",
       "tests/test_argument_checks.py::test_index_put_with_another_dtype_raises")
       .check_arguments = check_index_put_dtypes;
-  table.back().prepare = expand_mask_indices;
+  table.back().prepare = prepare_indices;
   add({"aten::mm", "aten::bmm", "aten::addmm", "aten::addmm_", "aten::baddbmm", "aten::baddbmm_", "aten::addbmm",
        "aten::dot", "aten::vdot", "aten::mv", "aten::addmv"},
       "matrix products do not promote (their meta functions allow mixed dtypes)",
@@ -212,7 +226,7 @@ std::vector<OpAdapter> make_table() {
   // Meta results.
   add({"aten::index"}, "boolean masks among the indices have data-dependent sizes, which no meta function can give",
       "tests/test_ops_data_dependent.py::test_masked_select_and_boolean_indexing")
-      .prepare = expand_mask_indices;
+      .prepare = prepare_indices;
   add({"aten::arange", "aten::range", "aten::linspace", "aten::logspace"},
       "the result's size comes from the values of the numbers, so the meta cache must key on them",
       "tests/test_ops_reductions_nn.py::test_arange")
