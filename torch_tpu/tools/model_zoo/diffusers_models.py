@@ -434,7 +434,7 @@ SPECS = {
         lambda g: {"sample": _latent(g, 3, 16), "timestep": _steps(g)}),
     "UNet2DConditionModel": Spec(NOISE, _UNET2D_CONDITION, _sdxl_inputs, nest=_SDXL_NEST),
     # One level: each of its layers is a spatial and a temporal convolution and transformer,
-    # which makes torch.compile's trace of two levels take minutes.
+    # and with two levels compiled mode alone took about a minute.
     "UNet3DConditionModel": Spec(NOISE, dict(
         block_out_channels=(32,), layers_per_block=1, norm_num_groups=8, sample_size=8,
         in_channels=4, out_channels=4, cross_attention_dim=16, attention_head_dim=8,
@@ -1036,9 +1036,10 @@ SPECS = {
         layers_per_block=1, norm_num_groups=4, spatial_compression_ratio=8,
         temporal_compression_ratio=4, mid_block_add_attention=True),
         lambda g: {"sample": _video(g, 3, 9, 16)}),
-    # These two build their mid-block attention's causal mask one row at a time, a Python loop
-    # over the latent positions: few positions, or tracing it takes minutes. A batch of one
-    # for the first: its (batch, L, L) mask is broadcast against the batch a second time.
+    # Small inputs for these two: at 16 x 16 pixels and 5 frames compiled mode took minutes
+    # (their mid-block attention builds its causal mask a row at a time, in a Python loop over
+    # the latent positions). A batch of one for the first: its (batch, L, L) mask is broadcast
+    # against the batch a second time.
     "AutoencoderKLHunyuanVideo15": Spec(AUTOENCODING, dict(
         latent_channels=4, block_out_channels=(16, 32), layers_per_block=1,
         spatial_compression_ratio=2, temporal_compression_ratio=2),
