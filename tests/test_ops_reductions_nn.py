@@ -374,6 +374,17 @@ def test_arange(mode, no_fallback):
     both(0.5, 4.0, 0.25, dtype=torch.float64)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32])
+def test_linspace(mode, no_fallback, dtype):
+    # CPU steps from each end half way; integer results truncate a float64 ramp.
+    for start, end, steps in ((0, 1, 7), (-3, 5, 9), (2.5, -4, 10), (0.1, 1, 1001), (3, 3, 4),
+                              (1, 2, 1), (1, 2, 0), (-7, 7, 2)):
+        expected = torch.linspace(start, end, steps, dtype=dtype)
+        actual = torch.linspace(start, end, steps, dtype=dtype, device="tpu")
+        assert actual.dtype == expected.dtype and actual.shape == expected.shape
+        torch.testing.assert_close(actual.cpu(), expected, atol=0, rtol=2e-7)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 def test_sort_topk(mode, no_fallback, dtype):
     x = randn(4, 7, scale=3).to(dtype)

@@ -172,6 +172,31 @@ std::vector<Value> lower_arange(Context& ctx) {
   return {as_output(ctx, b.add(start, b.mul(b.iota(type, 0), step)))};
 }
 
+// linspace(start, end, steps): CPU's formula, from each end half way (start + i step below
+// steps / 2, end - (steps - 1 - i) step from there, step = (end - start) / (steps - 1)), in the
+// result's type where it is f32 or f64 and in f64 truncated for integer results, as CPU's kernel.
+std::vector<Value> lower_linspace(Context& ctx) {
+  Builder& b = ctx.b;
+  const Output& out = ctx.outputs.at(0);
+  if (out.dims.size() != 1) throw Unsupported(ctx.op + ": unexpected result");
+  if (!(out.dtype == DType::F32 || out.dtype == DType::F64 || is_integral(out.dtype))) {
+    throw Unsupported(ctx.op + ": dtype");  // half types: CPU rounds each step to the type
+  }
+  DType compute = out.dtype == DType::F32 ? DType::F32 : DType::F64;
+  int64_t steps = out.dims[0];
+  TensorType type{compute, out.dims};
+  // CPU converts start and end to the result's type first (2.5 -> 2 for an integer result).
+  Value start = b.convert(operand_as(ctx, 0, out.dtype, out.dims), compute);
+  if (steps <= 1) return {as_output(ctx, start)};
+  Value end = b.convert(operand_as(ctx, 1, out.dtype, out.dims), compute);
+  Value step = b.div(b.sub(end, start), b.full(static_cast<double>(steps - 1), type));
+  Value index = b.iota(type, 0);
+  Value from_start = b.add(start, b.mul(step, index));
+  Value from_end = b.sub(end, b.mul(step, b.sub(b.full(static_cast<double>(steps - 1), type), index)));
+  Value first_half = b.compare(index, b.full(static_cast<double>(steps / 2), type), "LT");
+  return {as_output(ctx, b.select(first_half, from_start, from_end))};
+}
+
 // eye(n, m): ones where the row equals the column, in the result's dtype and sizes.
 std::vector<Value> lower_eye(Context& ctx) {
   Builder& b = ctx.b;
@@ -230,6 +255,7 @@ TPU_LOWERING("roll", lower_roll);
 TPU_LOWERING("tril", lower_tril);
 TPU_LOWERING("triu", lower_triu);
 TPU_LOWERING("arange", lower_arange);
+TPU_LOWERING("linspace", lower_linspace);
 TPU_LOWERING("clone", lower_clone);
 TPU_LOWERING("eye", lower_eye);
 
