@@ -15,9 +15,13 @@ spec.loader.exec_module(pool)
 if os.environ.get("FAIL_AT_START"):
     sys.exit(3)
 pool.announce_ready()
+used = 0
 for job in pool.jobs():
     if job == "crash":
         os._exit(7)
+    if job == "crash-if-used" and used:  # what a long-lived worker's accumulated state does
+        os._exit(9)
+    used += 1
     if job == "hang":
         time.sleep(60)
     print("noise that is not an answer")  # unflushed: it reaches the pipe with the answer
@@ -25,12 +29,13 @@ for job in pool.jobs():
 """
 
 
-def run(jobs, parallel=2, timeout=30.0, tmp_path=None):
+def run(jobs, parallel=2, timeout=30.0, tmp_path=None, jobs_per_worker=None):
     answers, failures = {}, {}
     with open(tmp_path / "workers.log", "w") as log:
         worker_pool.run([sys.executable, "-c", WORKER], jobs, parallel, timeout, log,
                         lambda job, record: answers.__setitem__(job, record),
-                        lambda job, reason, seconds: failures.__setitem__(job, reason))
+                        lambda job, reason, seconds: failures.__setitem__(job, reason),
+                        jobs_per_worker=jobs_per_worker)
     return answers, failures
 
 
@@ -55,3 +60,20 @@ def test_workers_that_cannot_start_fail_every_job_instead_of_respawning(tmp_path
     assert answers == {}
     assert sorted(failures) == ["a", "b", "c"]
     assert all("no worker could start" in reason for reason in failures.values())
+
+
+def test_a_worker_is_replaced_after_its_share_of_jobs(tmp_path):
+    jobs = [f"job{i}" for i in range(5)]
+    answers, failures = run(jobs, parallel=1, tmp_path=tmp_path, jobs_per_worker=2)
+    assert failures == {} and sorted(answers) == jobs
+    pids = [answers[j]["pid"] for j in jobs]
+    assert [pids.count(p) for p in dict.fromkeys(pids)] == [2, 2, 1]
+
+
+def test_a_job_whose_used_worker_died_runs_again_in_a_fresh_one(tmp_path):
+    answers, failures = run(["a", "crash-if-used", "b", "crash"], parallel=1, tmp_path=tmp_path)
+    assert sorted(answers) == ["a", "b", "crash-if-used"]
+    assert answers["crash-if-used"]["pid"] != answers["a"]["pid"]
+    # A job that crashes a fresh worker too fails, once.
+    assert failures == {"crash": "worker died (exit 7)"}
+    assert "running it again in a fresh one" in (tmp_path / "workers.log").read_text()

@@ -5,6 +5,12 @@ crash, a hang or state left behind by one cannot stop or skew the others. A work
 `announce_ready()` once it has imported what it needs, then answers each job from `jobs()` with
 `answer(record)`. `run` hands the jobs out, replaces a worker that dies or runs past the time
 limit, and reports every job's outcome through its callbacks.
+
+A worker may also be replaced after a number of jobs (`jobs_per_worker`): a process that has
+run many models holds what they compiled, and the XLA CPU plugin crashes once a process maps
+more memory regions than the kernel allows (each executable maps a few). For the same reason a
+job whose worker died after running others is run once more in a fresh worker: only a death
+there is the job's own.
 """
 import json
 import os
@@ -39,6 +45,7 @@ class _Worker:
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
         self.job = None
         self.started = None
+        self.answered = 0
         self._partial = b""
 
     def lines(self):
@@ -74,14 +81,17 @@ def _exit_code(proc):
         return None
 
 
-def run(command, job_list, parallel, timeout, log, on_answer, on_failure):
+def run(command, job_list, parallel, timeout, log, on_answer, on_failure, jobs_per_worker=None):
     """Runs each of `job_list` (JSON values) in one of up to `parallel` workers started with the
     argv `command`, in order. Calls on_answer(job, record) with each worker's answer, and
     on_failure(job, reason, seconds) for a job whose worker died or ran past `timeout` seconds;
     that worker is replaced. A worker that dies before its first job is not replaced (whatever
     stops it would stop the next one too); jobs no worker is left to run fail with that reason.
-    Workers' stderr goes to the file `log`."""
+    Workers' stderr goes to the file `log`. With `jobs_per_worker`, a worker that has answered
+    that many jobs is replaced by a fresh one; a job whose worker died after answering others
+    is run again once, in a fresh worker."""
     pending = list(reversed(job_list))
+    retried = set()
     selector = selectors.DefaultSelector()
     workers = []
 
@@ -100,7 +110,14 @@ def run(command, job_list, parallel, timeout, log, on_answer, on_failure):
         stop(worker)
         if job is None:
             return
-        on_failure(job, reason, time.monotonic() - worker.started)
+        key = json.dumps(job, sort_keys=True)
+        if reason.startswith("worker died") and worker.answered and key not in retried:
+            retried.add(key)
+            print(f"job {key}: {reason} after {worker.answered} other jobs in that worker; "
+                  "running it again in a fresh one", file=log, flush=True)
+            pending.append(job)
+        else:
+            on_failure(job, reason, time.monotonic() - worker.started)
         if pending:
             spawn()
 
@@ -119,11 +136,14 @@ def run(command, job_list, parallel, timeout, log, on_answer, on_failure):
                 message = json.loads(line[len(_PREFIX):])
                 if not message.get("ready"):
                     job, worker.job = worker.job, None
+                    worker.answered += 1
                     on_answer(job, message)
-                if pending:
+                if pending and (jobs_per_worker is None or worker.answered < jobs_per_worker):
                     worker.send(pending.pop())
                 else:
                     stop(worker)
+                    if pending:
+                        spawn()
                     break
         now = time.monotonic()
         for worker in list(workers):

@@ -21,6 +21,12 @@ def _quiet_transformers():
     transformers.logging.set_verbosity_error()
 
 
+# A worker process is replaced after this many architectures: every mode of a large one
+# compiles a few thousand programs, and a process that holds about 12 000 executables exceeds
+# the kernel's memory-map limit, where the XLA CPU plugin crashes (see worker_pool).
+ARCHITECTURES_PER_WORKER = 4
+
+
 def _worker():
     import torch  # noqa: F401
 
@@ -112,7 +118,7 @@ def run(archs, modes=MODES, out_dir="model_zoo", jobs=1, timeout=600.0, resume=T
         print(f"resuming: {done} of {len(archs)} already in {path}", file=progress, flush=True)
     worker_pool.run([sys.executable, "-m", "torch_tpu.tools.model_zoo", "--worker"],
                     [{"arch": arch, "modes": list(modes)} for arch in todo], jobs, timeout, log, finish,
-                    crashed)
+                    crashed, jobs_per_worker=ARCHITECTURES_PER_WORKER)
     ordered = _ordered(records, archs)
     write_results(out_dir, ordered, modes, meta)
     return ordered, totals(ordered, modes)
