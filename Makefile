@@ -4,8 +4,10 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.deps-installed
+ZOO_PACKAGES := $(VENV)/zoo-packages
+ZOO_STAMP := $(ZOO_PACKAGES)/.installed
 
-.PHONY: demo test build bench zoo clean
+.PHONY: demo test build bench zoo zoo-deps clean
 
 $(STAMP): requirements.txt
 	python3 -m venv $(VENV)
@@ -15,13 +17,20 @@ $(STAMP): requirements.txt
 	   apt-get install -y -qq ccache >/dev/null 2>&1)) || echo "ccache not installed: rebuilds from scratch are slower")
 	touch $(STAMP)
 
+# timm and torchvision for the model zoo, apart from the environment (see requirements-zoo.txt).
+$(ZOO_STAMP): requirements-zoo.txt $(STAMP)
+	$(PY) -m pip install --quiet --no-deps --upgrade --target $(ZOO_PACKAGES) -r requirements-zoo.txt
+	touch $(ZOO_STAMP)
+
+zoo-deps: $(ZOO_STAMP)
+
 build: $(STAMP)
 	$(PY) -m pip install --quiet --no-build-isolation --no-deps -e .
 
 demo: build
 	$(PY) -m torch_tpu.demo
 
-test: build
+test: build zoo-deps
 	$(PY) -m pytest -q tests
 
 bench: build
@@ -30,8 +39,8 @@ bench: build
 	$(PY) benchmarks/modes.py --quick
 	$(VENV)/bin/torchrun --nproc-per-node 2 benchmarks/allreduce.py
 
-# Every Transformers and diffusers architecture in every mode (long; resumes from model_zoo_results/).
-zoo: build
+# Every Transformers, diffusers and timm architecture in every mode (long; resumes from model_zoo_results/).
+zoo: build zoo-deps
 	$(PY) -m torch_tpu.tools.model_zoo --out model_zoo_results
 
 clean:

@@ -54,6 +54,11 @@ from diffusers, through a `<library>_models` module each, in a `zoo_model.ZooMod
 the CPU and on tpu), report (totals and the tables), sweep (worker processes and resume) and
 cli (the command line).
 """
+# timm and torchvision live apart from the environment (see timm_models); they must be on the
+# path before Transformers is imported, which looks for them once.
+from torch_tpu.tools.model_zoo import timm_models  # noqa: E402,I001
+timm_models.prepare()
+
 # Tests and other code use these through `from torch_tpu.tools import model_zoo`; the
 # worker pool stays reachable for tests that run the workers in-process.
 from torch_tpu.tools import worker_pool  # noqa: F401

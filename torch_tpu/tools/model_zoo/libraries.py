@@ -6,17 +6,15 @@
                 with the reason when it cannot be built offline;
   family(entry) the family it is counted in.
 
+("diffusers/UNet2DModel", "timm/resnet": a diffusers class, a timm model family.)
+
 The model a library builds is a `zoo_model.ZooModel`: the library's own module, unmodified, inside a thin
 wrapper that owns what a training script would (the inputs the module takes, its loss), so that
 the comparison in `compare` treats every library alike."""
 import importlib
 
-# timm is not here yet: it imports torchvision, and the torchvision wheels published for the
-# pinned torch are CUDA builds whose import fails on its CPU build (the C++ ops need
-# libtorch_cuda, and without them torchvision 0.28 still registers a fake kernel for
-# torchvision::nms, which raises). A timm module plugs in like diffusers' once a CPU
-# torchvision can be pinned.
-LIBRARIES = ("diffusers",)
+# diffusers' denoisers and autoencoders; timm's image classifiers, one per model family.
+LIBRARIES = ("diffusers", "timm")
 
 
 def library_of(entry):

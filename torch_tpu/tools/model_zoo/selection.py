@@ -18,7 +18,8 @@ FAMILIES = ("decoder-only", "encoder-only", "encoder-decoder", "vision", "audio"
 QUICK = ("llama", "gpt2", "qwen2_moe", "mixtral", "mamba", "bert", "roberta", "distilbert",
          "t5", "bart", "vit", "resnet", "convnext", "wav2vec2", "whisper",
          "bert@question_answering", "segformer@semantic_segmentation",
-         "diffusers/UNet2DConditionModel", "diffusers/DiTTransformer2DModel", "diffusers/AutoencoderKL")
+         "diffusers/UNet2DConditionModel", "diffusers/DiTTransformer2DModel", "diffusers/AutoencoderKL",
+         "timm/resnet", "timm/vision_transformer", "timm/efficientnet")
 
 # Task mappings in the order a model type's one task is chosen: the heads that train on a task's
 # loss first; a model type in none of them (a vision backbone, a segmentation or mask model, a
@@ -82,6 +83,9 @@ WIDELY_USED = (
     # diffusion: Stable Diffusion's UNet, VAE and ControlNet, the SD3 and Flux transformers
     "diffusers/UNet2DConditionModel", "diffusers/AutoencoderKL", "diffusers/ControlNetModel",
     "diffusers/SD3Transformer2DModel", "diffusers/FluxTransformer2DModel",
+    # timm: the families of its most-downloaded image classifiers and backbones
+    "timm/resnet", "timm/vision_transformer", "timm/efficientnet", "timm/convnext",
+    "timm/mobilenetv3", "timm/regnet", "timm/eva", "timm/swin_transformer",
 )
 
 
