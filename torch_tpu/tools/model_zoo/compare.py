@@ -122,7 +122,7 @@ def build(model_type):
     if cls is None:
         raise NotApplicable(f"transformers has no class {class_name} in this installation")
     try:
-        config = small_config(model_type)
+        config = small_config(model_type, task)
     except Exception as error:  # noqa: BLE001
         raise NotApplicable("config: " + _first_line(error)) from None
     if task == "question_answering":

@@ -649,8 +649,8 @@ def _token_defaults(cls, config):
 
 
 def _backbone_without_timm(config):
-    """DETR-style detectors default to a timm ResNet-50 backbone; timm is not installed (see
-    libraries.py), and Transformers' own ResNet, small, computes the same kind of feature maps."""
+    """DETR-style detectors default to a timm ResNet-50 backbone, which no small configuration
+    reaches; Transformers' own ResNet, small, computes the same kind of feature maps."""
     backbone = getattr(config, "backbone_config", None)
     if getattr(backbone, "model_type", None) != "timm_backbone" and not getattr(config, "use_timm_backbone", False):
         return
@@ -666,12 +666,43 @@ def _backbone_without_timm(config):
             setattr(config, key, value)
 
 
-def small_config(model_type):
-    """The small configuration of a model type, as its zoo head class takes it."""
+def _feature_layers(config, count, first):
+    """The configuration rebuilt with `count` layers, each handing its features on (out
+    indices `first` .. `first` + count - 1), so that a neck or head that takes that many
+    feature maps gets them from a small stack."""
+    values = {k: v for k, v in config.to_dict().items() if k not in ("stage_names", "out_features")}
+    values.update(num_hidden_layers=count, out_indices=list(range(first, first + count)))
+    return type(config)(**values)
+
+
+def _features_for_neck(config, task):
+    """A DPT-style neck (DPT, Depth Anything, ZoeDepth) reassembles one feature map per entry of
+    `neck_hidden_sizes`, and BEiT's segmentation head takes four: the small stack hands on as
+    many as they take (two layers would hand on two)."""
+    neck = getattr(config, "neck_hidden_sizes", None)
+    if isinstance(neck, (list, tuple)) and getattr(config, "reassemble_factors", None):
+        backbone = getattr(config, "backbone_config", None)
+        if backbone is not None and hasattr(backbone, "out_indices"):
+            config.backbone_config = _feature_layers(backbone, len(neck), 1)
+            if isinstance(getattr(config, "reassemble_hidden_size", None), int):
+                config.reassemble_hidden_size = config.backbone_config.hidden_size
+        elif hasattr(config, "backbone_out_indices"):
+            config.num_hidden_layers = len(neck)
+            config.backbone_out_indices = tuple(range(len(neck)))
+    elif task == "semantic_segmentation" and hasattr(config, "out_indices") and \
+            hasattr(config, "use_auxiliary_head"):
+        return _feature_layers(config, 4, 1)
+    return config
+
+
+def small_config(model_type, task=None):
+    """The small configuration of a model type, as its zoo head class takes it (the head of
+    `task` where an extra task's entry names one)."""
     from transformers import AutoConfig
 
     config = _shrink(AutoConfig.for_model(model_type))
     _backbone_without_timm(config)
+    config = _features_for_neck(config, task)
     cls = _head_class(model_type)
     config = _for_class(config, cls)
     _token_defaults(cls, config)

@@ -25,8 +25,8 @@ def make_inputs(model, task, config, seed=0):
     params = model_inputs.forward_parameters(model)
     name = model_inputs.main_input(model, params)
     source = model_inputs.encoder_config(model, config)
-    if name == "pixel_values":
-        inputs = {name: model_inputs.pixels(source, params, g, BATCH)}
+    if name in ("pixel_values", "pixel_values_videos"):
+        inputs = {name: model_inputs.pixels(source, params, g, BATCH, video=name == "pixel_values_videos")}
         if "input_ids" in params:
             # A captioner (BLIP) decodes text about the image.
             ids = torch.randint(3, _vocab(config), (BATCH, SEQ), generator=g)

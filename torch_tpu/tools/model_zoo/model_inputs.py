@@ -99,21 +99,31 @@ def extractor_layout(model_type, key):
     return value.dim(), (axes[-1] if axes else value.dim() - 1)
 
 
-def pixels(config, params, g, batch):
+def pixels(config, params, g, batch, video=False):
     """Pixels for a vision tower: (batch, channels, height, width) of the configured image
-    size, or for Siglip2's patch sequence (batch, patches, channels x patch x patch) with its
-    patch mask and spatial shapes in `_patch_inputs`."""
+    size; a clip (batch, frames, channels, height, width) for a video model (one whose
+    configuration counts frames, or whose input is `pixel_values_videos`); or for Siglip2's
+    patch sequence (batch, patches, channels x patch x patch) with its patch mask and spatial
+    shapes in `_patch_inputs`."""
     import torch
 
     vision = getattr(config, "vision_config", None) or config
     channels = getattr(vision, "num_channels", 3)
     channels = channels if isinstance(channels, int) else 3
     height, width = _image_size(vision)
+    frames = next((v for v in (getattr(vision, k, None) for k in _FRAME_COUNTS)
+                   if isinstance(v, int) and not isinstance(v, bool)), None)
+    if video or frames:
+        return torch.randn(batch, frames or 2, channels, height, width, generator=g)
     if "spatial_shapes" in params:
         patch = vision.patch_size
         count = (height // patch) * (width // patch)
         return torch.randn(batch, count, channels * patch * patch, generator=g)
     return torch.randn(batch, channels, height, width, generator=g)
+
+
+# How a video model's configuration counts the frames of one clip.
+_FRAME_COUNTS = ("num_frames", "frames_per_clip")
 
 
 def _image_size(vision):
