@@ -16,8 +16,11 @@ from torch_tpu.tools import model_zoo as zoo  # noqa: E402
 # minicpm3: latent attention, whose rotary head width the configuration derives after the
 # small sizes are set; swin: windowed attention over an image sized for its window and stages;
 # parakeet_ctc: conformer features laid out frames first with their mask, as its feature
-# extractor lays them out.
-@pytest.mark.parametrize("arch", ["minicpm3", "swin", "parakeet_ctc"])
+# extractor lays them out; videomae: a clip of as many frames as its configuration counts;
+# patchtst: a multichannel history of its context length; depth_anything: a DPT neck fed one
+# feature map per entry from a small DINOv2 backbone.
+@pytest.mark.parametrize("arch", ["minicpm3", "swin", "parakeet_ctc", "videomae", "patchtst",
+                                  "depth_anything"])
 def test_formerly_not_applicable_architecture_matches_cpu_in_strict_mode(arch):
     record = zoo.run_arch(arch, ["strict"])
     assert record["status"] == "attempted", record.get("reason")

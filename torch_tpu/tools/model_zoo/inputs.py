@@ -33,6 +33,8 @@ def make_inputs(model, task, config, seed=0):
             inputs.update(input_ids=ids, attention_mask=torch.ones_like(ids))
     elif name == "input_values":
         inputs = {name: _waveform(source, g)}
+    elif name == "past_values":
+        inputs = _series(config, params, g)
     elif name == "input_features":
         inputs = {name: _features(model, source, g)}
     else:
@@ -85,6 +87,25 @@ def _labels(task, config, inputs, g):
         return torch.randint(3, model_inputs.decoder_vocab(config), (BATCH, SEQ), generator=g)
     ids = inputs.get("input_ids")
     return ids.clone() if ids is not None else None
+
+
+def _series(config, params, g):
+    """A time-series forecaster's history: (batch, steps, channels) where the configuration
+    counts input channels (PatchTST, PatchTSMixer), else (batch, steps) with TimesFM's padding
+    mask (no step padded) and frequency class; steps are the context length (PatchTST takes no
+    other), or four patches where that is longer than 64 (TimesFM's 512 and 16384)."""
+    import torch
+
+    context = getattr(config, "context_length", None)
+    steps = context if context and context <= 64 else 4 * (getattr(config, "patch_length", None) or 8)
+    channels = getattr(config, "num_input_channels", None)
+    shape = (BATCH, steps, channels) if isinstance(channels, int) else (BATCH, steps)
+    inputs = {"past_values": torch.randn(*shape, generator=g)}
+    if "past_values_padding" in params:
+        inputs["past_values_padding"] = torch.zeros(BATCH, steps)
+    if "freq" in params:
+        inputs["freq"] = torch.zeros(BATCH, 1, dtype=torch.long)
+    return inputs
 
 
 def _waveform(config, g):
