@@ -101,20 +101,30 @@ def test_totals_and_table_count_what_the_records_say():
          "modes": {"strict": _mode("pass", "fail"), "compiled": _mode("pass", "pass")}},
         {"arch": "diffusers/UNet", "status": "attempted", "family": "diffusion", "task": "noise_prediction",
          "seconds": 1.0, "modes": {"strict": _mode("pass", "pass"), "compiled": _mode("pass", "pass")}},
+        {"arch": "timm/vgg", "status": "attempted", "family": "vision", "task": "image_classification",
+         "seconds": 600.0, "modes": {"strict": _mode("fail", "fail", error="timeout after 600s"),
+                                     "compiled": _mode("pass", "pass")}},
+        {"arch": "timm/nest", "status": "not_applicable", "family": "vision", "reason": "no timm",
+         "modes": {}, "seconds": 0.1},
     ]
     t = zoo.totals(records, ["strict", "compiled"])
     # An extra task's entry is counted among the entries, not as another architecture.
-    assert t["architectures"] == 4 and t["architectures_attempted"] == 3
-    assert t["extra_task_entries"] == 1 and t["not_applicable"] == 1
-    assert t["libraries"] == {"diffusers": 1, "transformers": 3}
-    assert t["strict"] == {"attempted": 4, "forward_pass": 4, "train_pass": 3, "native": 2,
-                           "generate_attempted": 1, "generate_equal": 1, "generate_tie": 0}
-    assert t["compiled"] == {"attempted": 4, "forward_pass": 3, "train_pass": 2, "native": 2,
-                             "generate_attempted": 1, "generate_equal": 0, "generate_tie": 1}
-    assert t["families"]["vision"] == {"attempted": 1, "forward_pass": {"strict": 1}}
+    assert t["architectures"] == 6 and t["architectures_attempted"] == 4
+    assert t["extra_task_entries"] == 1 and t["not_applicable"] == 2
+    assert t["libraries"] == {"diffusers": 1, "timm": 1, "transformers": 3}
+    assert t["not_applicable_by_library"] == {"timm": 1, "transformers": 1}
+    # A run stopped at the time limit is a failure, and counted apart as a timeout too.
+    assert t["strict"] == {"attempted": 5, "forward_pass": 4, "train_pass": 3, "native": 2,
+                           "timeouts": 1, "generate_attempted": 1, "generate_equal": 1,
+                           "generate_tie": 0}
+    assert t["compiled"] == {"attempted": 5, "forward_pass": 4, "train_pass": 3, "native": 3,
+                             "timeouts": 0, "generate_attempted": 1, "generate_equal": 0,
+                             "generate_tie": 1}
+    assert t["families"]["vision"] == {"attempted": 2, "forward_pass": {"strict": 1, "compiled": 1}}
     table = zoo.markdown(records, ["strict", "compiled"])
-    assert "| strict | 4 | 4 (100.0 %) | 3 (75.0 %) | 2 (50.0 %) | 1 (100.0 %) + 0 of 1 |" in table
-    assert "| compiled | 4 | 3 (75.0 %) | 2 (50.0 %) | 2 (50.0 %) | 0 (0.0 %) + 1 of 1 |" in table
+    assert "| strict | 5 | 4 (80.0 %) | 3 (60.0 %) | 2 (40.0 %) | 1 | 1 (100.0 %) + 0 of 1 |" in table
+    assert "| compiled | 5 | 4 (80.0 %) | 3 (60.0 %) | 3 (60.0 %) | 0 | 0 (0.0 %) + 1 of 1 |" in table
+    assert "not applicable per library: timm 1 (50.0 %), transformers 1 (25.0 %)" in table
     row_a = next(line for line in table.splitlines() if line.startswith("| a |"))
     assert "FT G native" in row_a and "Ft G~" in row_a
     row_b = next(line for line in table.splitlines() if line.startswith("| b |"))
@@ -153,7 +163,7 @@ def test_a_run_of_other_modes_keeps_the_modes_already_recorded(tmp_path, monkeyp
                               "native": False} for m in modes}}
 
     # The workers are subprocesses; answer each job in this process instead.
-    def in_process(command, jobs, parallel, timeout, log, on_answer, on_failure):
+    def in_process(command, jobs, parallel, timeout, log, on_answer, on_failure, **options):
         for job in jobs:
             on_answer(job, fake_run_arch(job["arch"], job["modes"]))
 

@@ -116,7 +116,7 @@ def main(argv=None):
         final = totals(records, modes)
         print(json.dumps({m: final[m] for m in modes} |
                          {k: final[k] for k in ("architectures", "architectures_attempted", "extra_task_entries",
-                                "not_applicable", "libraries")}))
+                                "not_applicable", "libraries", "not_applicable_by_library")}))
         return final
     rerun = {r.strip() for r in args.rerun.split(",") if r.strip()}
     if rerun - {"na", "failed"}:
@@ -128,5 +128,5 @@ def main(argv=None):
     final = totals(ran, modes)
     print(json.dumps({m: final[m] for m in modes} |
                      {k: final[k] for k in ("architectures", "architectures_attempted", "extra_task_entries",
-                                "not_applicable", "libraries")}))
+                                "not_applicable", "libraries", "not_applicable_by_library")}))
     return t
