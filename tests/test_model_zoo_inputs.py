@@ -19,8 +19,13 @@ from torch_tpu.tools import model_zoo as zoo  # noqa: E402
 # extractor lays them out; videomae: a clip of as many frames as its configuration counts;
 # patchtst: a multichannel history of its context length; depth_anything: a DPT neck fed one
 # feature map per entry from a small DINOv2 backbone.
+# instructblip: Q-Former queries placed as image tokens of an id the configuration leaves
+# unset, with the Q-Former's own prompt; llava_next: an image cut into any-resolution tiles;
+# pix2struct: flattened patches and decoder-side labels; tvp: pixels sized by one
+# configuration for text and frames, in a batch of one.
 @pytest.mark.parametrize("arch", ["minicpm3", "swin", "parakeet_ctc", "videomae", "patchtst",
-                                  "depth_anything"])
+                                  "depth_anything", "instructblip", "llava_next", "pix2struct",
+                                  "tvp"])
 def test_formerly_not_applicable_architecture_matches_cpu_in_strict_mode(arch):
     record = zoo.run_arch(arch, ["strict"])
     assert record["status"] == "attempted", record.get("reason")
@@ -69,3 +74,34 @@ def test_image_tokens_are_as_many_as_the_vision_tower_makes_features():
     assert bool((labels[image] == -100).all())
     again, _ = zoo.make_inputs(model, task, config)
     assert all(torch.equal(inputs[k], again[k]) for k in inputs)  # the seeded generator's
+
+
+def test_vision_language_inputs_follow_their_processors():
+    config, task, model = zoo.build("llava_next")
+    inputs, labels = zoo.make_inputs(model, task, config)
+    # Tiles of the tower's image size, as many as the model's own count for the image's size;
+    # as many image tokens as its features of those tiles.
+    tiles = inputs["pixel_values"].shape[1]
+    assert inputs["pixel_values"].shape[-1] == config.vision_config.image_size and tiles > 1
+    with torch.no_grad():
+        features = model.get_image_features(pixel_values=inputs["pixel_values"],
+                                            image_sizes=inputs["image_sizes"]).pooler_output
+    image = inputs["input_ids"] == config.image_token_index
+    assert int(image[0].sum()) == features[0].shape[0]
+    assert bool((labels[image] == -100).all())
+    config, task, model = zoo.build("kosmos-2")
+    inputs, labels = zoo.make_inputs(model, task, config)
+    # Kosmos-2 places the image by a mask of latent_query_num positions.
+    mask = inputs["image_embeds_position_mask"].bool()
+    assert int(mask[0].sum()) == config.latent_query_num
+    assert bool((labels[mask] == -100).all())
+    config, task, model = zoo.build("florence2")
+    inputs, labels = zoo.make_inputs(model, task, config)
+    # An encoder-decoder's labels are the decoder's, not the prompt's tokens.
+    assert labels.shape == inputs["decoder_input_ids"].shape
+    config, task, model = zoo.build("udop")
+    inputs, _ = zoo.make_inputs(model, task, config)
+    boxes = inputs["bbox"]
+    # UDOP's word boxes are fractions of the page.
+    assert boxes.is_floating_point() and 0 <= float(boxes.min()) and float(boxes.max()) <= 1
+    assert bool((boxes[..., :2] <= boxes[..., 2:]).all())

@@ -198,6 +198,9 @@ def _train_step(model, inputs, labels, device, runner=None):
 def _forward(model, inputs, device):
     import torch
 
+    # The same random draws on both sides, as in training: a forward that samples even in
+    # eval (ViLT shuffles its image patches with torch.multinomial on the CPU) sees the same.
+    _seed_all(0)
     with torch.no_grad():
         return model(**to_device(inputs, device))
 

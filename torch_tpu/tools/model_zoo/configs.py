@@ -74,6 +74,9 @@ _CAPS = {
     "subsampling_conv_channels": 16, "conv_channels": 32, "input_feat_per_channel": 16,
     # Gemma 3's vision tower pools its 4 x 4 patches to this many image tokens.
     "mm_tokens_per_image": 16,
+    # Learned queries that become image tokens (BLIP-2's Q-Former, one set per frame of a clip;
+    # Kosmos-2's): few enough that a clip's and the text's tokens fit in 64 positions.
+    "num_query_tokens": 8, "latent_query_num": 8,
     # Whisper's encoder takes exactly twice this many frames, which make_inputs builds.
     "max_source_positions": 32,
     # Conformers attend within blocks of this many frames, at most their positions.
@@ -301,6 +304,8 @@ def _small_values(config):
                        values[h] > 0 for h in _HEADS)
     if heads_shrunk:
         _widths_of_small_heads(values, small)
+    if values.get("model_type") in _HEADS_OF_64 and isinstance(values.get("hidden_size"), int):
+        small["hidden_size"] = 128
     _vision_widths(values, small)
     _sizes_left_unset(values, small, plan)
     _one_attention_layer(values, small)
@@ -323,7 +328,67 @@ def _small_values(config):
         # the generic encoder-decoder models.
         if _is_config(value):
             small[key] = _shrink(value)
+    _query_token_ids(values, small)
+    _vision_tower_layout(values, small)
+    if all(isinstance(values.get(k), int) for k in ("max_img_size", "visual_prompt_size",
+                                                     "num_frames")):
+        # TVP adds learned pads visual_prompt_size wide around each of num_frames frames of
+        # max_img_size (448) square: two small frames, a border that leaves a middle, and 2 x 2
+        # of its backbone's (stride 32) features for the 2 x 2 max pool that follows.
+        small.update(max_img_size=64, visual_prompt_size=16, num_frames=2)
     return small
+
+
+# Vision-language model types whose projector maps the image features into the language
+# model's embeddings with a width named projection_dim in these sub-configurations: a
+# checkpoint's text hidden size, which the default text configuration does not always share
+# (Janus's 2048 against Llama's 4096; Janus's image-generation aligner too).
+_PROJECTED_INTO_TEXT = {"janus": ("vision_config", "vq_config"), "florence2": ("vision_config",)}
+
+
+def _vision_tower_layout(values, small):
+    """What a vision-language model's configuration says about its vision tower's default
+    sizes, made to follow the small tower: the any-resolution grid (LLaVA-NeXT's
+    image_grid_pinpoints, multiples of the tower's image size) in multiples of the small
+    image size; the width the tower's features are projected to, where that is the language
+    model's (_PROJECTED_INTO_TEXT); and the layers whose features the projector takes
+    (ViP-LLaVA's five, counted in a 24-layer tower) clamped to the small tower's hidden
+    states."""
+    vision, tower = values.get("vision_config"), small.get("vision_config")
+    if not (_is_config(vision) and _is_config(tower)):
+        return
+    size, new_size = getattr(vision, "image_size", None), getattr(tower, "image_size", None)
+    grid = values.get("image_grid_pinpoints")
+    if isinstance(size, int) and isinstance(new_size, int) and isinstance(grid, (list, tuple)) \
+            and all(isinstance(v, int) and v % size == 0 for pair in grid for v in pair):
+        small["image_grid_pinpoints"] = [[v // size * new_size for v in pair] for pair in grid]
+    text = small.get("text_config")
+    width = getattr(text, "hidden_size", None)
+    for key in _PROJECTED_INTO_TEXT.get(values.get("model_type"), ()):
+        sub = small.get(key)
+        if isinstance(width, int) and isinstance(getattr(sub, "projection_dim", None), int):
+            sub.projection_dim = width
+    layers = getattr(tower, "num_hidden_layers", None)
+    if not isinstance(layers, int):
+        return
+    for key in ("vision_feature_layer", "vision_feature_layers"):
+        value = values.get(key)
+        if isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value):
+            small[key] = [max(-layers - 1, min(v, layers)) for v in value]
+
+
+def _query_token_ids(values, small):
+    """A Q-Former's num_query_tokens outputs (BLIP-2, InstructBLIP) replace as many image (or
+    video) tokens, whose id the processor adds to the tokenizer and a checkpoint's
+    configuration names; the default leaves it None. The small one is the text vocabulary's
+    last id (the one before it for video)."""
+    if not isinstance(values.get("num_query_tokens"), int):
+        return
+    text = small.get("text_config")
+    vocab = getattr(text, "vocab_size", None) or VOCAB
+    for offset, key in enumerate(("image_token_index", "video_token_index")):
+        if key in values and values[key] is None:
+            small[key] = vocab - 1 - offset
 
 
 def _is_config(value):
@@ -474,12 +539,21 @@ def _widths_of_small_heads(values, small):
     _state_space_heads(values, small)
     if isinstance(values.get("rotary_dim"), int) and values["rotary_dim"] > 4:
         small["rotary_dim"] = 4
+    if isinstance(values.get("dim_bbox"), int) and isinstance(values.get("hidden_size"), int):
+        # Bros embeds each of a box's dim_bbox coordinates in a sinusoid of hidden_size / 4 /
+        # dim_bbox widths: two at least, a sine and a cosine.
+        small["hidden_size"] = 8 * values["dim_bbox"]
     if "max_2d_position_embeddings" in values and isinstance(values.get("hidden_size"), int):
         # Boxes embed as x0, y0, x1, y1 (and width, height) concatenated to the hidden size.
         small["hidden_size"] = 48
         for key in ("coordinate_size", "shape_size"):
             if isinstance(values.get(key), int):
                 small[key] = 8
+
+
+# Configurations without a head count whose model divides the width into heads of 64 (as
+# OpenAI's CLIP code): two such heads.
+_HEADS_OF_64 = ("bridgetower_vision_model",)
 
 
 def _state_space_heads(values, small):

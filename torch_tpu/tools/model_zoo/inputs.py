@@ -26,7 +26,8 @@ def make_inputs(model, task, config, seed=0):
     name = model_inputs.main_input(model, params)
     source = model_inputs.encoder_config(model, config)
     if name in ("pixel_values", "pixel_values_videos"):
-        inputs = {name: model_inputs.pixels(source, params, g, BATCH, video=name == "pixel_values_videos")}
+        video = name == "pixel_values_videos" or model_inputs.takes_clips(model)
+        inputs = {name: model_inputs.pixels(source, params, g, BATCH, video=video)}
         if "input_ids" in params:
             # A captioner (BLIP) decodes text about the image.
             ids = torch.randint(3, _vocab(config), (BATCH, SEQ), generator=g)
@@ -37,6 +38,8 @@ def make_inputs(model, task, config, seed=0):
         inputs = _series(config, params, g)
     elif name == "input_features":
         inputs = {name: _features(model, source, g)}
+    elif name == "flattened_patches":
+        inputs = model_inputs.flattened_patches(config, g, BATCH)
     else:
         length = _text_length(config)
         ids = torch.randint(3, _vocab(config), (BATCH, length), generator=g)
@@ -46,8 +49,13 @@ def make_inputs(model, task, config, seed=0):
         # An image classifier on a vision-language model (ShieldGemma 2) hands its labels to
         # the language model's loss: token labels.
         label_task = "causal_lm"
+    if name == "flattened_patches" or task == "image_text_to_text" and name == "input_ids" and \
+            getattr(config, "is_encoder_decoder", False):
+        # An encoder-decoder that reads an image (with a prompt: Florence-2, UDOP; alone:
+        # Pix2Struct) decodes the text: the labels and decoder ids are the decoder's.
+        label_task = "seq2seq_lm"
     labels = _labels(label_task, config, inputs, g)
-    if task in SEQ2SEQ and "decoder_input_ids" in params:
+    if (task in SEQ2SEQ or label_task == "seq2seq_lm") and "decoder_input_ids" in params:
         inputs["decoder_input_ids"] = torch.randint(3, model_inputs.decoder_vocab(config),
                                                     (BATCH, SEQ), generator=g)
     labels = model_inputs.add_extras(model, config, inputs, labels, params, g)
@@ -59,7 +67,15 @@ def make_inputs(model, task, config, seed=0):
     if name == "input_values" and "padding_mask" in params:
         inputs["padding_mask"] = torch.ones(inputs[name].shape[0], inputs[name].shape[-1],
                                             dtype=torch.long)
+    if getattr(config, "model_type", None) in ONE_EXAMPLE:
+        inputs = {k: v[:1] if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+        labels = labels[:1] if isinstance(labels, torch.Tensor) else labels
     return inputs, labels
+
+
+# Model types whose forward takes a batch of one only: TVP views its (width, hidden) column
+# position embeddings as (batch, 1, width, hidden).
+ONE_EXAMPLE = ("tvp",)
 
 
 def _vocab(config):

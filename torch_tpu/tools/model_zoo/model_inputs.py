@@ -99,7 +99,7 @@ def extractor_layout(model_type, key):
     return value.dim(), (axes[-1] if axes else value.dim() - 1)
 
 
-def pixels(config, params, g, batch, video=False):
+def pixels(config, params, g, batch, video=False, tiles=None):
     """Pixels for a vision tower: (batch, channels, height, width) of the configured image
     size; a clip (batch, frames, channels, height, width) for a video model (one whose
     configuration counts frames, or whose input is `pixel_values_videos`); or for Siglip2's
@@ -113,8 +113,8 @@ def pixels(config, params, g, batch, video=False):
     height, width = _image_size(vision)
     frames = next((v for v in (getattr(vision, k, None) for k in _FRAME_COUNTS)
                    if isinstance(v, int) and not isinstance(v, bool)), None)
-    if video or frames:
-        return torch.randn(batch, frames or 2, channels, height, width, generator=g)
+    if video or frames or tiles:
+        return torch.randn(batch, tiles or frames or 2, channels, height, width, generator=g)
     if "spatial_shapes" in params:
         patch = vision.patch_size
         count = (height // patch) * (width // patch)
@@ -122,12 +122,50 @@ def pixels(config, params, g, batch, video=False):
     return torch.randn(batch, channels, height, width, generator=g)
 
 
+def flattened_patches(config, g, batch):
+    """Pix2Struct's image as its processor gives it: a sequence of patches, each its row and
+    column (from 1; 0 marks padding) and its flattened pixels, of a 4 x 4 grid, with the mask
+    of the real patches."""
+    import torch
+
+    vision = getattr(config, "vision_config", None) or config
+    side = 4
+    rows = torch.arange(1, side + 1).repeat_interleave(side)
+    cols = torch.arange(1, side + 1).repeat(side)
+    ids = torch.stack([rows, cols], dim=-1).float().expand(batch, -1, -1)
+    pixels = torch.randn(batch, side * side, vision.patch_embed_hidden_size, generator=g)
+    return {"flattened_patches": torch.cat([ids, pixels], dim=-1),
+            "attention_mask": torch.ones(batch, side * side, dtype=torch.long)}
+
+
 # How a video model's configuration counts the frames of one clip.
 _FRAME_COUNTS = ("num_frames", "frames_per_clip")
 
 
+def takes_clips(model):
+    """Whether the model's pixels are clips whatever their input's name: it has video features
+    and no image features (InstructBLIP-Video's pixel_values)."""
+    return hasattr(model, "get_video_features") and not hasattr(model, "get_image_features")
+
+
+def _vision(config):
+    """The configuration of the model's vision side: its vision_config, or the configuration
+    itself where one configuration sizes both the text and the images (ViLT, UDOP, TVP's
+    frames): it sizes images and names no text sub-configuration. None for a text model."""
+    vision = getattr(config, "vision_config", None)
+    if vision is not None:
+        return vision
+    sized = any(isinstance(getattr(config, k, None), int) for k in _IMAGE_SIZES)
+    return config if sized and getattr(config, "text_config", None) is None else None
+
+
+# How a configuration sizes its (square) images: TVP's frames are max_img_size square, the
+# size its prompter pads them to.
+_IMAGE_SIZES = ("image_size", "max_img_size")
+
+
 def _image_size(vision):
-    size = getattr(vision, "image_size", 32)
+    size = next((v for k in _IMAGE_SIZES if (v := getattr(vision, k, None)) is not None), 32)
     if isinstance(size, int):
         return size, size
     if isinstance(size, (list, tuple)) and len(size) == 2 and all(isinstance(v, int) for v in size):
@@ -153,8 +191,18 @@ def add_extras(model, config, inputs, labels, params, g):
         _patch_inputs(config, inputs)
     if "bbox" in params and "input_ids" in inputs:
         inputs["bbox"] = _boxes(config, inputs["input_ids"].shape, g)
+    if "visual_feats" in params and "visual_pos" in params and "input_ids" in inputs:
+        _region_features(config, inputs, g)
     labels = _codebooks(model, config, inputs, labels, params, g)
-    if "input_ids" in inputs and "pixel_values" in params and "pixel_values" not in inputs:
+    if "qformer_input_ids" in params and "input_ids" in inputs:
+        _qformer_prompt(config, inputs, g)
+    placed = _image_token_id(config, takes_clips(model)) is not None
+    if "image_embeds_position_mask" in params and "pixel_values" in params and \
+            "input_ids" in inputs:
+        labels = _image_positions(config, inputs, labels, params, g)
+    elif "input_ids" in inputs and "pixel_values" in params and (
+            "pixel_values" not in inputs or placed):
+        # Pixels as the main input (BLIP-2) still need their image tokens among the text's.
         labels = _images(model, config, inputs, labels, params, g)
     if "input_ids" in inputs and "input_features" in params and "input_features" not in inputs \
             and isinstance(getattr(config, "audio_length_per_tok", None), int):
@@ -175,15 +223,44 @@ def _patch_inputs(config, inputs):
     inputs["spatial_shapes"] = torch.tensor([grid] * batch, dtype=torch.long)
 
 
+# Layout models whose word boxes are fractions of the page, as floats (Bros scales them by its
+# bbox_scale, UDOP clips them to [0, 1] and takes their means), not integer positions.
+_UNIT_BOXES = ("bros", "udop")
+
+
 def _boxes(config, shape, g):
     """Layout models' word boxes (x0, y0, x1, y1) with x0 <= x1 and y0 <= y1, within the 2-D
-    position embeddings."""
+    position embeddings (or the page, _UNIT_BOXES)."""
     import torch
 
+    if getattr(config, "model_type", None) in _UNIT_BOXES:
+        return _unit_boxes(shape, g)
     limit = min(getattr(config, "max_2d_position_embeddings", 1024), 1024) - 1
     corners = torch.randint(0, limit + 1, (*shape, 2, 2), generator=g)
     low, high = corners.min(dim=-2).values, corners.max(dim=-2).values
     return torch.cat([low, high], dim=-1)
+
+
+def _unit_boxes(shape, g):
+    """Boxes (x0, y0, x1, y1) as fractions of the page or image, x0 <= x1 and y0 <= y1."""
+    import torch
+
+    corners = torch.rand(*shape, 2, 2, generator=g)
+    return torch.cat([corners.min(dim=-2).values, corners.max(dim=-2).values], dim=-1)
+
+
+# Regions of an image that LXMERT's detector features describe.
+_REGIONS = 4
+
+
+def _region_features(config, inputs, g):
+    """LXMERT reads an image as a detector's (Faster R-CNN's) pooled features of a few regions
+    and their boxes as fractions of the image, which no processor of Transformers makes."""
+    import torch
+
+    batch = inputs["input_ids"].shape[0]
+    inputs["visual_feats"] = torch.randn(batch, _REGIONS, config.visual_feat_dim, generator=g)
+    inputs["visual_pos"] = _unit_boxes((batch, _REGIONS), g)[..., :config.visual_pos_dim]
 
 
 def _codebooks(model, config, inputs, labels, params, g):
@@ -231,33 +308,111 @@ def _images(model, config, inputs, labels, params, g):
     prepends the image's features itself."""
     import torch
 
-    if getattr(config, "vision_config", None) is None or "image_grid_thw" in params:
+    if _vision(config) is None or "image_grid_thw" in params:
         return labels
     ids = inputs["input_ids"]
     batch = ids.shape[0]
-    extra = {"pixel_values": pixels(config, params, g, batch)}
+    tiles = _tiles(model, config) if "image_sizes" in params else None
+    extra = {"pixel_values": inputs["pixel_values"] if "pixel_values" in inputs
+             else pixels(config, params, g, batch, tiles=tiles)}
     if "image_sizes" in params:
-        extra["image_sizes"] = torch.tensor([_image_size(config.vision_config)] * batch)
-    image_id = next((v for k in ("image_token_id", "image_token_index")
-                     if isinstance(v := getattr(config, k, None), int)), None)
+        extra["image_sizes"] = torch.tensor([_image_size(_vision(config))] * batch)
+    # The Q-Former's prompt (InstructBLIP) conditions the image features too.
+    extra.update({k: inputs[k] for k in ("qformer_input_ids", "qformer_attention_mask")
+                  if k in inputs})
+    image_id = _image_token_id(config, takes_clips(model))
+    if "image_attention_mask" in params:
+        # IDEFICS cross-attends from the text to the images: its processor gives each example's
+        # images (here one) and which of them each token sees (the one before it: every token).
+        extra["pixel_values"] = extra["pixel_values"][:, None]
+        extra["image_attention_mask"] = torch.ones(*ids.shape, 1, dtype=torch.long)
     if image_id is None:
         inputs.update(extra)
         return labels
-    count = _image_token_count(model, config, extra)
+    # With the image sizes where the model's features take them (LLaVA-NeXT's count depends
+    # on them); plain LLaVA's forward takes image sizes too but splits by a patch size its
+    # vision tower lacks: only the processors of the LLaVA-NeXT kind give them.
+    count = _image_token_count(model, config, extra, sizes=True) if "image_sizes" in extra \
+        else None
+    if count is None:
+        extra.pop("image_sizes", None)
+        count = _image_token_count(model, config, extra)
     if not count:
         return labels
-    if "image_sizes" in extra and not count_with_sizes(model, config, extra):
-        # Plain LLaVA's forward takes image sizes but splits by a patch size its vision
-        # tower lacks: only the processors of the LLaVA-NeXT kind give them.
-        del extra["image_sizes"]
+    # Labels that are the tokens (a decoder-only model's) follow them, the image's unlabelled;
+    # an encoder-decoder's are the decoder's own.
+    follow = _are_tokens(labels, ids)
     text = ids.masked_fill(ids == image_id, _plain_token(config))
     image = torch.full((batch, count), image_id, dtype=ids.dtype)
     ids = torch.cat([text[:, :1], image, text[:, 1:]], dim=1)
     inputs.update(input_ids=ids, attention_mask=torch.ones_like(ids), **extra)
     if "token_type_ids" in params:
         inputs["token_type_ids"] = (ids == image_id).long()
-    if labels is not None and labels.shape == text.shape:
+    if follow:
         labels = ids.masked_fill(ids == image_id, -100)
+    return labels
+
+
+def _are_tokens(labels, ids):
+    import torch
+
+    return labels is not None and labels.shape == ids.shape and bool(torch.equal(labels, ids))
+
+
+def _tiles(model, config):
+    """Tiles per image of an any-resolution model (LLaVA-NeXT): its processor resizes the image
+    to the best of image_grid_pinpoints, cuts that into tiles of the vision tower's image size
+    and puts the whole image first; the model's own image_size_to_num_patches counts them for
+    an image of the tower's size. None for a model without such a grid."""
+    import sys
+
+    grid = getattr(config, "image_grid_pinpoints", None)
+    count = getattr(sys.modules.get(type(model).__module__), "image_size_to_num_patches", None)
+    if not grid or count is None:
+        return None
+    size = _image_size(_vision(config))
+    return count(image_size=size, grid_pinpoints=grid, patch_size=size[0])
+
+
+def _image_token_id(config, video=False):
+    """The id of the tokens that the image's features replace, or a clip's."""
+    keys = ("video_token_id", "video_token_index") if video else \
+        ("image_token_id", "image_token_index")
+    return next((v for k in keys if isinstance(v := getattr(config, k, None), int)), None)
+
+
+def _qformer_prompt(config, inputs, g):
+    """InstructBLIP's processor tokenizes the prompt twice: for the language model and, with
+    the Q-Former's own tokenizer, for the Q-Former that picks the image features it asks
+    about."""
+    import torch
+
+    vocab = getattr(getattr(config, "qformer_config", None), "vocab_size", None) or VOCAB
+    shape = inputs["input_ids"].shape
+    inputs["qformer_input_ids"] = torch.randint(3, vocab, shape, generator=g)
+    inputs["qformer_attention_mask"] = torch.ones(shape, dtype=torch.long)
+
+
+def _image_positions(config, inputs, labels, params, g):
+    """Kosmos-2 marks the image's place by a mask instead of a token id: its processor puts
+    latent_query_num tokens between the image's start and end tokens and sets the mask there,
+    where the forward writes the image's features over their embeddings."""
+    import torch
+
+    ids = inputs["input_ids"]
+    batch = ids.shape[0]
+    follow = _are_tokens(labels, ids)
+    if "pixel_values" not in inputs:
+        inputs["pixel_values"] = pixels(config, params, g, batch)
+    count = config.latent_query_num
+    image = torch.full((batch, count), _plain_token(config), dtype=ids.dtype)
+    ids = torch.cat([ids[:, :1], image, ids[:, 1:]], dim=1)
+    mask = torch.zeros_like(ids)
+    mask[:, 1:1 + count] = 1
+    inputs.update(input_ids=ids, attention_mask=torch.ones_like(ids),
+                  image_embeds_position_mask=mask)
+    if follow:
+        labels = ids.masked_fill(mask.bool(), -100)
     return labels
 
 
@@ -278,8 +433,9 @@ def _image_token_count(model, config, extra, sizes=False):
     import torch
 
     # The head's, or its base model's (a classifier around a vision-language model).
-    features = getattr(model, "get_image_features", None) or \
-        getattr(getattr(model, "model", None), "get_image_features", None)
+    method = "get_video_features" if takes_clips(model) else "get_image_features"
+    features = getattr(model, method, None) or \
+        getattr(getattr(model, "model", None), method, None)
     if features is not None:
         training = model.training
         try:
