@@ -73,6 +73,65 @@ def scaled_mismatch(name, actual, expected, rtol=GRAD_RTOL, atol=GRAD_ATOL):
     return None
 
 
+def _in_float64(value):
+    """Inputs with their floating tensors in float64 (token ids and masks keep their types)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.double() if value.is_floating_point() else value
+    if isinstance(value, dict):
+        return {k: _in_float64(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_in_float64(v) for v in value)
+    return value
+
+
+def _float64_training(model, ref):
+    """The CPU's training step in float64 (loss, gradients, updated parameters as float32-named
+    dicts), computed once per architecture and only when a device's step disagrees with the
+    CPU's float32 one; None when the model cannot run in float64."""
+    import copy
+
+    if "float64" not in ref:
+        try:
+            exact = copy.deepcopy(model).double().train()
+            _seed_all(1)
+            loss, grads, params, _ = _train_step(exact, _in_float64(ref["inputs"]),
+                                                 _in_float64(ref["labels"]), "cpu")
+            ref["float64"] = {"loss": loss, "grads": grads, "params": params}
+        except Exception:  # noqa: BLE001 - then the float32 comparison stands
+            ref["float64"] = None
+    return ref["float64"]
+
+
+def _within_float32_rounding(model, ref, loss, grads, params):
+    """Whether a training step that disagrees with the CPU's float32 one is as close to the
+    exact (float64) step as float32 lets it be. Some networks amplify rounding: batch norm over
+    a few values per channel (a batch of 2 at 2 x 2 pixels), long chains of residual blocks;
+    there the CPU's own float32 gradients differ from float64 by percents (measured: 37 % for
+    timm's ConvMixer, 6 % for DPN), and no other compiler's float32 can match them within
+    GRAD_RTOL. A tensor passes when its distance to float64 is at most twice the CPU float32's
+    plus the usual tolerance of float64's scale; a device error larger than the CPU's own
+    rounding still fails."""
+    exact = _float64_training(model, ref)
+    if exact is None:
+        return False
+    pairs = [("loss", loss, ref["loss"], exact["loss"])]
+    pairs += [(n, grads[n], ref["grads"][n], exact["grads"].get(n)) for n in ref["grads"]]
+    pairs += [(n, params[n], ref["params"][n], exact["params"].get(n)) for n in ref["params"]]
+    for _, actual, float32, float64 in pairs:
+        if float64 is None or float64.shape != float32.shape:
+            return False
+        float64 = float64.double()
+        if float64.numel() == 0:
+            continue
+        own = (float32.double() - float64).abs().max().item()
+        diff = (actual.detach().cpu().double() - float64).abs().max().item()
+        if not diff <= 2 * own + GRAD_RTOL * float64.abs().max().item() + GRAD_ATOL:
+            return False
+    return True
+
+
 def _first_line(error):
     """The error's type and the first line of its message that says something (an ImportError's
     message may start on the line after its colon)."""
@@ -355,11 +414,14 @@ def run_mode(model, ref, mode):
             if bad is None and sorted(grads) != sorted(ref["grads"]):
                 missing = sorted(set(ref["grads"]) ^ set(grads))
                 bad = f"gradients of {missing[:3]} differ in presence"
+            presence = bad is not None and "presence" in bad
             for name in ref["grads"]:
                 bad = bad or scaled_mismatch("grad " + name, grads[name], ref["grads"][name])
             for name in ref["params"]:
                 bad = bad or scaled_mismatch("updated " + name, params[name],
                                              ref["params"][name])
+            if bad and not presence and _within_float32_rounding(model, ref, loss, grads, params):
+                bad, record["train_judged_by"] = None, "float64"
             verdict("train", bad)
         except Exception as error:  # noqa: BLE001
             fail("train", error)
