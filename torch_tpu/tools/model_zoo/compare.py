@@ -180,6 +180,7 @@ def build(model_type):
     cls = getattr(transformers, class_name, None)
     if cls is None:
         raise NotApplicable(f"transformers has no class {class_name} in this installation")
+    _bind_block_mask(cls)
     try:
         config = small_config(model_type, task)
     except Exception as error:  # noqa: BLE001
@@ -194,6 +195,28 @@ def build(model_type):
     model = model.to(torch.float32)
     _perturb_constant_parameters(model)
     return config, task, model
+
+
+def _bind_block_mask(cls):
+    """Transformers imports flex attention's BlockMask into a modelling module only where it
+    deems flex attention available, which it does not once tpu is the host's accelerator (as
+    torch_tpu makes it); a model that names BlockMask when it runs (Doge's isinstance checks
+    on its mask) then raises NameError on any device. Bound to torch's class, those checks
+    are False for the tensor masks eager attention builds, as on a host without tpu."""
+    import inspect
+    import sys
+
+    module = sys.modules.get(cls.__module__)
+    if module is None or hasattr(module, "BlockMask"):
+        return
+    try:
+        source = inspect.getsource(module)
+    except (OSError, TypeError):
+        return
+    if "BlockMask" in source:
+        from torch.nn.attention.flex_attention import BlockMask
+
+        module.BlockMask = BlockMask
 
 
 def _perturb_constant_parameters(model):
@@ -269,6 +292,10 @@ def reference(model, task, config):
     parameters; NotApplicable when the CPU itself cannot run the generic inputs."""
     import copy
 
+    # The CPU runs a copy: a model that caches tensors on itself as it runs (CLVP's rotary
+    # embedding) would otherwise hand the device the CPU's, which moving it leaves behind.
+    built = model
+    model = copy.deepcopy(built)
     inputs, labels = for_task(task, *make_inputs(model, task, config))
     try:
         model.eval()
@@ -277,7 +304,7 @@ def reference(model, task, config):
         raise NotApplicable("CPU forward with generic inputs: " + _first_line(error)) from None
     if not expected_out:
         raise NotApplicable("the model returns no floating tensor to compare")
-    train_model = copy.deepcopy(model).train()
+    train_model = copy.deepcopy(built).train()
     try:
         _seed_all(1)
         loss, grads, params, used_labels = _train_step(train_model, inputs, labels, "cpu")

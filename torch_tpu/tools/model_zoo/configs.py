@@ -28,7 +28,7 @@ _FFN = {"intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "d
 EXPERTS = {"num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts",
            "num_routed_experts"}
 _TOPK = {"num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts", "moe_k",
-         "num_experts_per_token"}
+         "num_experts_per_token", "top_k_experts"}
 _POSITIONS = {"max_position_embeddings", "n_positions", "n_ctx", "max_seq_len",
               "max_sequence_length", "seq_length", "max_target_positions"}
 
@@ -102,6 +102,13 @@ _CAPS = {
     # Hybrids place attention (and experts) by period and offset: with 2 layers, the second.
     "attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2,
     "expert_layer_offset": 1, "qk_head_dim": 8, "mamba_d_ssm": 64,
+    # Autoformer's decoder starts from this many of the context's last steps, which the small
+    # context (the prediction length, _UNSET_SIZES) must hold.
+    "label_length": 4,
+    # CLAP's audio tower stretches the spectrogram to a square image this wide.
+    "spec_size": 64,
+    # Diffusion Gemma's decoder denoises a canvas of this many tokens, as many as the inputs'.
+    "canvas_length": 8,
 }
 
 # Lists replaced whole.
@@ -293,8 +300,10 @@ def _small_values(config):
         # Depthwise convolutions: as many groups as channels, which follow the hidden size.
         if key.endswith("groups") and isinstance(value, int) and value > 1 and value == hidden:
             small[key] = small.get("hidden_size", hidden)
-        # So do projections into it (PaliGemma's of the image features into the text model).
-        if key.endswith("projection_dim") and isinstance(value, int) and value == hidden and \
+        # So do projections into it (PaliGemma's of the image features into the text model)
+        # and codebooks quantizing it without a projection (WavTokenizer's).
+        if key.endswith(("projection_dim", "codebook_dim")) and isinstance(value, int) and \
+                value == hidden and \
                 key not in small:
             small[key] = small.get("hidden_size", hidden)
     if isinstance(small.get("conv_dim", values.get("conv_dim")), (list, tuple)) and \
@@ -307,6 +316,11 @@ def _small_values(config):
     if values.get("model_type") in _HEADS_OF_64 and isinstance(values.get("hidden_size"), int):
         small["hidden_size"] = 128
     _vision_widths(values, small)
+    _spectrogram_image(values, small)
+    if values.get("model_type") == "clvp_encoder":
+        # CLVP's encoders rotate at least 32 dimensions of each head, whatever its width: one
+        # head of the small hidden size.
+        small["num_attention_heads"] = 1
     _sizes_left_unset(values, small, plan)
     _one_attention_layer(values, small)
     if values.get("default_language", 0) is None and values.get("languages"):
@@ -336,6 +350,7 @@ def _small_values(config):
         # max_img_size (448) square: two small frames, a border that leaves a middle, and 2 x 2
         # of its backbone's (stride 32) features for the 2 x 2 max pool that follows.
         small.update(max_img_size=64, visual_prompt_size=16, num_frames=2)
+    _widths_of_siblings(values, small)
     return small
 
 
@@ -389,6 +404,21 @@ def _query_token_ids(values, small):
     for offset, key in enumerate(("image_token_index", "video_token_index")):
         if key in values and values[key] is None:
             small[key] = vocab - 1 - offset
+
+
+def _widths_of_siblings(values, small):
+    """A sub-configuration's width named after another sub-configuration (Nemotron 3
+    Diarization's head_config.audio_hidden_size, the width of the audio_config's frames it
+    projects) follows that one's small hidden size, where the defaults agree."""
+    for key, sub in small.items():
+        if not _is_config(sub) or not _is_config(values.get(key)):
+            continue
+        for name, width in _attributes(values[key]).items():
+            prefix = name[:-len("_hidden_size")] if name.endswith("_hidden_size") else None
+            sibling = f"{prefix}_config"
+            if prefix and sibling != key and _is_config(small.get(sibling)) and \
+                    isinstance(width, int) and width == _get(values[sibling], "hidden_size"):
+                setattr(sub, name, small[sibling].hidden_size)
 
 
 def _is_config(value):
@@ -445,6 +475,23 @@ def _vision_widths(values, small):
         small["stage_in_channels"] = [ins[0], *outs[:-1]]
         if isinstance(values.get("stage_mid_channels"), (list, tuple)):
             small["stage_mid_channels"] = list(outs)
+
+
+def _spectrogram_image(values, small):
+    """CLAP's audio tower (HTSAT) folds the spectrogram into a square image and after its
+    stages (each halving the patch grid) groups the frequency rows left by the ratio of the
+    image size to the mel bins: the bins must be at least the tower's total stride, or no row
+    is left to group."""
+    stride, depths = values.get("patch_stride"), values.get("depths")
+    if not isinstance(values.get("spec_size"), int) or not isinstance(depths, (list, tuple)) or \
+            not isinstance(stride, (list, tuple)) or not isinstance(small.get("num_mel_bins"), int):
+        return
+    small["num_mel_bins"] = max(small["num_mel_bins"], 2 ** (len(depths) - 1) * stride[0])
+    # Its stages double the patch embedding's width, and its output is as wide as the last.
+    growth = 2 ** (len(depths) - 1)
+    width = values.get("patch_embeds_hidden_size")
+    if isinstance(width, int) and width * growth == values.get("hidden_size"):
+        small["patch_embeds_hidden_size"] = max(1, small.get("hidden_size", width) // growth)
 
 
 def _rotary_of_small_heads(values, small):
@@ -580,8 +627,13 @@ def _state_space_heads(values, small):
 _UNSET_SIZES = {**dict.fromkeys(EXPERTS, 4), **dict.fromkeys(_TOPK, 2), "n_shared_experts": 1,
                 "vocab_size": VOCAB, "indexer_n_heads": 4, "indexer_kv_heads": 1,
                 "indexer_head_dim": 8, "indexer_budget": 4, "indexer_compress_ratio": 2,
+                # Diffusion Gemma's layers all have experts, whatever its default says.
+                "moe_intermediate_size": 64,
                 # DBRX clamps q, k and v to this unconditionally.
-                "clip_qkv": 8.0}
+                "clip_qkv": 8.0,
+                # Time-series transformers forecast this many steps and, unless told otherwise,
+                # look back as many (their context length defaults to it).
+                "prediction_length": 8}
 
 
 def _sizes_left_unset(values, small, plan):
@@ -595,6 +647,11 @@ def _sizes_left_unset(values, small, plan):
     for key in _KV_HEADS:
         if key in values and values[key] is None:
             small[key] = small.get("num_attention_heads", 4)
+    if "sliding_window" in values and values["sliding_window"] is None and \
+            any(k.startswith("num_sliding_") for k in values):
+        # Sliding-attention layers sized (Step 3.7's heads) but their window left to a
+        # checkpoint: the model builds their mask whatever kinds its layers are.
+        small["sliding_window"] = _CAPS["sliding_window"]
     if "layer_types" in values and values["layer_types"] is None and plan.old_layers:
         small["layer_types"] = ["full_attention"] * plan.layers
     kinds = small.get("layer_types") or values.get("layer_types")
@@ -641,11 +698,47 @@ def _rebuilt(config, small):
 def _shrink(config):
     """A small copy of one (sub-)configuration."""
     labels = "id2label" in config.to_dict()
+    default = config
     config = _rebuilt(config, _small_values(config))
+    _semantic_hop(default, config)
+    _concatenated_width(default, config)
     if labels:
         config.num_labels = NUM_LABELS
     _add_missing(config)
     return config
+
+
+def _semantic_hop(default, config):
+    """A codec that concatenates a speech encoder's frames with its acoustic encoder's (X-Codec:
+    HuBERT beside DAC) needs both at the same hop, which their defaults share: the speech
+    encoder keeps its default feature-extractor strides and kernels (narrow, as _LISTS makes
+    them) instead of the two small convolutions."""
+    import math
+
+    hop = _get(config, "hop_length")
+    if not isinstance(hop, int) or isinstance(hop, bool):
+        return
+    for key, sub in _attributes(config).items():
+        strides = getattr(_get(default, key), "conv_stride", None)
+        if not _is_config(sub) or not isinstance(strides, (list, tuple)) or \
+                math.prod(strides) != hop or math.prod(sub.conv_stride) == hop:
+            continue
+        sub.conv_stride = list(strides)
+        sub.conv_kernel = list(_get(default, key).conv_kernel)
+        sub.conv_dim = [_LISTS["conv_dim"][0]] * len(strides)
+        sub.num_feat_extract_layers = len(strides)
+
+
+def _concatenated_width(default, config):
+    """A width that is the hidden size plus a sub-configuration's (X-Codec 2's quantizer
+    takes the acoustic and the speech encoders' frames concatenated) follows both."""
+    width = _get(default, "quantization_dim")
+    hidden = _get(default, "hidden_size")
+    if not isinstance(width, int) or not isinstance(hidden, int):
+        return
+    for key, sub in _attributes(default).items():
+        if _is_config(sub) and width == hidden + (_get(sub, "hidden_size") or 0):
+            config.quantization_dim = config.hidden_size + _get(config, key).hidden_size
 
 
 def _add_missing(config):
@@ -796,5 +889,11 @@ def small_config(model_type, task=None):
         config.decoder_start_token_id = 2
     # Eager attention everywhere: the comparison is of the model's own ops, not of which
     # fused attention kernel a device may pick.
-    config._attn_implementation = "eager"
+    config._attn_implementation = "sdpa" if model_type in _BOOLEAN_MASK_ONLY else "eager"
     return config
+
+
+# Model types whose attention masks its relative-position scores by the mask's logical_not,
+# which only SDPA's boolean mask means as a mask: eager's is additive (0 where a token is
+# seen), so every score would be masked and every output NaN.
+_BOOLEAN_MASK_ONLY = {"nemotron_asr_streaming", "nemotron3_5_asr"}

@@ -33,7 +33,7 @@ def make_inputs(model, task, config, seed=0):
             ids = torch.randint(3, _vocab(config), (BATCH, SEQ), generator=g)
             inputs.update(input_ids=ids, attention_mask=torch.ones_like(ids))
     elif name == "input_values":
-        inputs = {name: _waveform(source, g)}
+        inputs = {name: _waveform(source, g, model)}
     elif name == "past_values":
         inputs = _series(config, params, g)
     elif name == "input_features":
@@ -44,6 +44,7 @@ def make_inputs(model, task, config, seed=0):
         length = _text_length(config)
         ids = torch.randint(3, _vocab(config), (BATCH, length), generator=g)
         inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        inputs.update(_audio_beside_text(model, config, params, g))
     label_task = task
     if task == "image_classification" and name == "input_ids" and "pixel_values" in params:
         # An image classifier on a vision-language model (ShieldGemma 2) hands its labels to
@@ -55,9 +56,23 @@ def make_inputs(model, task, config, seed=0):
         # Pix2Struct) decodes the text: the labels and decoder ids are the decoder's.
         label_task = "seq2seq_lm"
     labels = _labels(label_task, config, inputs, g)
+    if name == "state" and "actions" in params:
+        inputs.update(_robot_policy(model, config, inputs["input_ids"], g))
+        labels = None  # the actions are the policy's labels, taken by name
     if (task in SEQ2SEQ or label_task == "seq2seq_lm") and "decoder_input_ids" in params:
         inputs["decoder_input_ids"] = torch.randint(3, model_inputs.decoder_vocab(config),
                                                     (BATCH, SEQ), generator=g)
+    elif "decoder_input_ids" in params and isinstance(getattr(config, "canvas_length", None), int):
+        # A block-diffusion decoder (Diffusion Gemma) denoises a canvas of this many tokens,
+        # which it draws at random where none is given: the CPU's draw is not the device's.
+        inputs["decoder_input_ids"] = torch.randint(3, _vocab(config), (BATCH, config.canvas_length),
+                                                    generator=g)
+    elif "decoder_input_ids" in params and name != "input_ids" and \
+            isinstance(getattr(config, "blank_token_id", None), int):
+        # A transducer's prediction network reads the transcript so far, from the blank on;
+        # the joint network scores every pair of audio frame and transcript position.
+        ids = torch.randint(3, _vocab(config), (BATCH, SEQ), generator=g)
+        inputs["decoder_input_ids"] = ids.index_fill(1, torch.tensor([0]), config.blank_token_id)
     labels = model_inputs.add_extras(model, config, inputs, labels, params, g)
     if name == "input_features" and "attention_mask" in params:
         # Conformer CTC heads measure each example's encoded length from it.
@@ -112,6 +127,8 @@ def _series(config, params, g):
     other), or four patches where that is longer than 64 (TimesFM's 512 and 16384)."""
     import torch
 
+    if "past_time_features" in params:
+        return _lagged_series(config, params, g)
     context = getattr(config, "context_length", None)
     steps = context if context and context <= 64 else 4 * (getattr(config, "patch_length", None) or 8)
     channels = getattr(config, "num_input_channels", None)
@@ -124,17 +141,136 @@ def _series(config, params, g):
     return inputs
 
 
-def _waveform(config, g):
+def _lagged_series(config, params, g):
+    """A probabilistic forecaster's (Time Series Transformer, Informer, Autoformer) history and
+    future: its context plus the longest lag of past values, with their time features (the
+    configured time and dynamic real features per step), all observed, static features where
+    it has any, and the prediction window's values and time features, which train its decoder
+    (the future values are what its loss measures)."""
+    import torch
+
+    past = config.context_length + max(config.lags_sequence)
+    future = config.prediction_length
+    size = config.input_size
+
+    def values(steps):
+        shape = (BATCH, steps) if size == 1 else (BATCH, steps, size)
+        return torch.randn(*shape, generator=g)
+
+    features = config.num_time_features + getattr(config, "num_dynamic_real_features", 0)
+    inputs = {"past_values": values(past),
+              "past_time_features": torch.randn(BATCH, past, features, generator=g),
+              "past_observed_mask": torch.ones(*values(past).shape)}
+    if config.num_static_categorical_features > 0:
+        inputs["static_categorical_features"] = torch.stack(
+            [torch.randint(0, c, (BATCH,), generator=g) for c in config.cardinality], dim=1)
+    if config.num_static_real_features > 0:
+        inputs["static_real_features"] = torch.randn(BATCH, config.num_static_real_features,
+                                                     generator=g)
+    if "future_values" in params:
+        inputs["future_values"] = values(future)
+        inputs["future_time_features"] = torch.randn(BATCH, future, features, generator=g)
+    return inputs
+
+
+def _robot_policy(model, config, ids, g):
+    """A flow-matching robot policy (PI0) trains on the robot's state and a chunk of actions
+    beside its prompt and one camera's image (a camera axis and mask of the cameras given,
+    as many image tokens after the first token as its vision tower makes features): the noise
+    and the denoising time it would otherwise draw at random (the CPU's draws are not the
+    device's) are given, one time per example."""
+    import torch
+
+    vlm = config.vlm_config
+    pixels = model_inputs.pixels(vlm, set(), g, BATCH)
+    with torch.no_grad():
+        count = model.model.vlm.get_image_features(pixels).pooler_output.shape[1]
+    text = ids.masked_fill(ids == vlm.image_token_id, model_inputs.plain_token(vlm))
+    image = torch.full((BATCH, count), vlm.image_token_id, dtype=ids.dtype)
+    ids = torch.cat([text[:, :1], image, text[:, 1:]], dim=1)
+    chunk = (BATCH, config.chunk_size, config.max_action_dim)
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids),
+            "pixel_values": pixels[:, None],
+            "pixel_attention_mask": torch.ones(BATCH, 1, dtype=torch.bool),
+            "state": torch.randn(BATCH, config.max_state_dim, generator=g),
+            "noise": torch.randn(*chunk, generator=g),
+            "timestep": torch.rand(BATCH, generator=g) * 0.9 + 0.05,
+            "actions": torch.randn(*chunk, generator=g)}
+
+
+def _audio_beside_text(model, config, params, g):
+    """The audio a contrastive text-audio model (CLAP, PE Audio) pairs with its token ids, as
+    its audio tower's configuration and the model type's feature extractor shape it; or the
+    mel spectrogram of a voice that a text-to-speech model conditions on (CLVP's decoder
+    names its mel bins feature_size), laid out as its extractor lays it out."""
+    import torch
+
+    if "return_loss" not in params:
+        # Not contrastive: audio placed among the tokens (Qwen2-Audio's) needs its tokens, and
+        # runs on text alone; audio aligned to them (Voxtral Realtime's) is add_extras'.
+        return {}
+    voice = next((sub for sub in (getattr(config, k, None) for k in config.to_dict())
+                  if hasattr(sub, "model_type") and isinstance(getattr(sub, "feature_size", None), int)),
+                 None)
+    if voice is not None and "input_features" in params:
+        bins = voice.feature_size
+        shape = (BATCH, bins, FRAMES) if _channels_first(config) else (BATCH, FRAMES, bins)
+        return {"input_features": torch.randn(*shape, generator=g)}
+    if getattr(config, "audio_config", None) is None:
+        return {}
+    if "input_features" in params:
+        return {"input_features": _features(model, config, g)}
+    if "input_values" in params:
+        return {"input_values": _waveform(config, g, model)}
+    return {}
+
+
+def _hop(config):
+    """Samples per frame of an audio codec's encoder (DAC's hop length, else the product of
+    its downsampling ratios), looked for in the configuration and its sub-configurations,
+    serialised or not."""
+    import math
+
+    def read(key):
+        return config.get(key) if isinstance(config, dict) else getattr(config, key, None)
+
+    value = read("hop_length")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    ratios = read("downsampling_ratios")
+    if isinstance(ratios, (list, tuple)) and ratios and all(isinstance(r, int) for r in ratios):
+        return math.prod(ratios)
+    items = config.items() if isinstance(config, dict) else \
+        ((k, getattr(config, k, None)) for k in config.to_dict()) if hasattr(config, "to_dict") \
+        else ()
+    for _, sub in items:
+        if isinstance(sub, dict) or hasattr(sub, "to_dict") and hasattr(sub, "model_type"):
+            found = _hop(sub)
+            if found:
+                return found
+    return None
+
+
+def _waveform(config, g, model=None):
     """A mono waveform, or for a spectrogram transformer (batch, frames, mel bins)."""
     import torch
 
     bins, frames = getattr(config, "num_mel_bins", None), getattr(config, "max_length", None)
     if isinstance(bins, int) and isinstance(frames, int):
         return torch.randn(BATCH, frames, bins, generator=g)
-    shape = (BATCH, SAMPLES)
+    samples = SAMPLES
+    hop = _hop(config)
+    if hop and hop > SAMPLES:
+        # Fewer samples than one frame's encode to nothing: two frames' worth, as the
+        # feature extractor pads a waveform to a multiple of the hop.
+        samples = 2 * hop
+    shape = (BATCH, samples)
     layout = model_inputs.extractor_layout(config.model_type, "input_values")
-    if layout and layout[0] == 3:
-        shape = (BATCH, 1, SAMPLES)  # a channel axis, as the model's feature extractor gives it
+    if layout and layout[0] == 3 or layout is None and \
+            model_inputs.documented_channel_axis(model, "input_values"):
+        # A channel axis, as the model's feature extractor gives it (or, where the extractor
+        # needs a library not installed, as the forward's documentation shapes the input).
+        shape = (BATCH, 1, samples)
     return torch.randn(*shape, generator=g)
 
 
@@ -155,6 +291,10 @@ def _features(model, config, g):
     if _channels_first(config):
         frames = 2 * positions if isinstance(positions, int) else FRAMES
         return torch.randn(BATCH, bins, frames, generator=g)
+    layout = model_inputs.extractor_layout(config.model_type, "input_features")
+    if layout and layout[0] == 4:
+        # One channel of (frames, bins), as CLAP's extractor gives a clip it does not fuse.
+        return torch.randn(BATCH, 1, FRAMES, bins, generator=g)
     return torch.randn(BATCH, FRAMES, bins, generator=g)
 
 

@@ -99,6 +99,17 @@ def extractor_layout(model_type, key):
     return value.dim(), (axes[-1] if axes else value.dim() - 1)
 
 
+def documented_channel_axis(model, key):
+    """Whether the forward's documentation shapes `key` (batch_size, 1 or channels, length)."""
+    import inspect
+    import re
+
+    doc = inspect.getdoc(getattr(model, "forward", None)) or ""
+    shape = re.search(rf"{key} \(`[^`]*` of shape `\(([^)]*)\)`", doc)
+    return bool(shape) and bool(re.fullmatch(r"batch_size, (1|\w*channels), \w+",
+                                             shape.group(1)))
+
+
 def pixels(config, params, g, batch, video=False, tiles=None):
     """Pixels for a vision tower: (batch, channels, height, width) of the configured image
     size; a clip (batch, frames, channels, height, width) for a video model (one whose
@@ -207,7 +218,61 @@ def add_extras(model, config, inputs, labels, params, g):
     if "input_ids" in inputs and "input_features" in params and "input_features" not in inputs \
             and isinstance(getattr(config, "audio_length_per_tok", None), int):
         _token_aligned_audio(config, inputs, g)
+    if "input_ids" in inputs and {"duration_labels", "spectrogram_labels"} <= params:
+        _speech_targets(config, inputs, params, g)
+    if _default(model, "sample") is True:
+        # A variational codec (VibeVoice's) adds noise to its latents when told to sample; the
+        # CPU's draws are not the device's, so both run on the mean, as with dropout off.
+        inputs["sample"] = False
+    if "input_values" in inputs and "input_features" in params and \
+            "input_features" not in inputs and _required(model, "input_features"):
+        _semantic_features(model, config, inputs, g)
     return labels
+
+
+def _speech_targets(config, inputs, params, g):
+    """A text-to-speech model trained on its targets (FastSpeech 2) takes them all in
+    training: each token's duration in spectrogram frames (two each, so that every example's
+    spectrogram is equally long), its pitch and energy, and the spectrogram they sum to."""
+    import torch
+
+    batch, length = inputs["input_ids"].shape[:2]
+    frames = 2 * length
+    inputs["duration_labels"] = torch.full((batch, length), 2, dtype=torch.long)
+    for key in ("pitch_labels", "energy_labels"):
+        if key in params:
+            inputs[key] = torch.randn(batch, length, 1, generator=g)
+    inputs["spectrogram_labels"] = torch.randn(batch, frames, feature_size(config), generator=g)
+
+
+def _required(model, key):
+    import inspect
+
+    parameter = inspect.signature(model.forward).parameters.get(key)
+    return parameter is not None and parameter.default is inspect.Parameter.empty
+
+
+def _default(model, key):
+    import inspect
+
+    parameter = inspect.signature(model.forward).parameters.get(key)
+    return None if parameter is None else parameter.default
+
+
+def _semantic_features(model, config, inputs, g):
+    """A codec with a speech encoder beside its acoustic one (X-Codec 2, NeuCodec) takes
+    features of the same audio for it: as their feature extractor makes them, one frame per
+    hop of the waveform (two 10 ms filter-bank frames stacked), each as wide as the speech
+    encoder's feature projection takes; the two encoders' frames are concatenated."""
+    import torch
+
+    samples = inputs["input_values"].shape[-1]
+    hop = getattr(model, "hop_length", None) or getattr(config, "hop_length")
+    speech = next((v for k, v in config.to_dict().items()
+                   if isinstance(v, dict) and "feature_projection_input_dim" in v), None)
+    bins = speech["feature_projection_input_dim"] if speech else feature_size(config)
+    inputs["input_features"] = torch.randn(inputs["input_values"].shape[0], samples // hop,
+                                           bins, generator=g)
 
 
 def _patch_inputs(config, inputs):
@@ -342,7 +407,7 @@ def _images(model, config, inputs, labels, params, g):
     # Labels that are the tokens (a decoder-only model's) follow them, the image's unlabelled;
     # an encoder-decoder's are the decoder's own.
     follow = _are_tokens(labels, ids)
-    text = ids.masked_fill(ids == image_id, _plain_token(config))
+    text = ids.masked_fill(ids == image_id, plain_token(config))
     image = torch.full((batch, count), image_id, dtype=ids.dtype)
     ids = torch.cat([text[:, :1], image, text[:, 1:]], dim=1)
     inputs.update(input_ids=ids, attention_mask=torch.ones_like(ids), **extra)
@@ -405,7 +470,7 @@ def _image_positions(config, inputs, labels, params, g):
     if "pixel_values" not in inputs:
         inputs["pixel_values"] = pixels(config, params, g, batch)
     count = config.latent_query_num
-    image = torch.full((batch, count), _plain_token(config), dtype=ids.dtype)
+    image = torch.full((batch, count), plain_token(config), dtype=ids.dtype)
     ids = torch.cat([ids[:, :1], image, ids[:, 1:]], dim=1)
     mask = torch.zeros_like(ids)
     mask[:, 1:1 + count] = 1
@@ -416,15 +481,11 @@ def _image_positions(config, inputs, labels, params, g):
     return labels
 
 
-def _plain_token(config):
+def plain_token(config):
     """The smallest token id from 3 on that no special token of the configuration takes."""
     taken = {v for k in config.to_dict() if k.endswith(("_token_id", "_token_index"))
              for v in [getattr(config, k, None)] if isinstance(v, int)}
     return next(i for i in range(3, 3 + len(taken) + 1) if i not in taken)
-
-
-def count_with_sizes(model, config, extra):
-    return _image_token_count(model, config, extra, sizes=True) is not None
 
 
 def _image_token_count(model, config, extra, sizes=False):
