@@ -105,3 +105,21 @@ def test_vision_language_inputs_follow_their_processors():
     # UDOP's word boxes are fractions of the page.
     assert boxes.is_floating_point() and 0 <= float(boxes.min()) and float(boxes.max()) <= 1
     assert bool((boxes[..., :2] <= boxes[..., 2:]).all())
+
+
+def test_small_configs_follow_checkpoint_conventions():
+    # Chameleon's image tokens at the top of the vocabulary, which text ids stay below.
+    chameleon = zoo.small_config("chameleon")
+    assert max(chameleon.vocabulary_map.values()) == chameleon.vocab_size - 1
+    assert zoo.inputs._vocab(chameleon) == chameleon.image_token_id
+    # Multimodal RoPE sections that split the rotated half of the small head exactly, Ernie's
+    # height and width sections equal.
+    for arch, section in (("glm4v_moe", [2, 1, 1]), ("paddleocr_vl", [2, 1, 1]),
+                          ("ernie4_5_vl_moe", [1, 1, 2])):
+        rope = zoo.small_config(arch).get_text_config().rope_parameters
+        assert rope["mrope_section"] == section, arch
+    # Gemma 3n keeps a layer of each kind that reuses the cache of an earlier one.
+    text = zoo.small_config("gemma3n").get_text_config()
+    assert text.num_kv_shared_layers == 2
+    assert text.layer_types[:2] == text.layer_types[2:]
+    assert len(text.intermediate_size) == text.num_hidden_layers == 4

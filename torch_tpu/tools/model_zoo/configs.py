@@ -10,6 +10,8 @@ what its class derives from them (head widths, per-layer kinds) follows; `_shrin
 configuration and its sub-configurations, and `small_config` builds one for a model type as its
 zoo head class takes it."""
 
+import re
+
 VOCAB = 99
 NUM_LABELS = 3
 
@@ -17,7 +19,9 @@ _LAYERS = {"num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_la
            "decoder_layers", "num_encoder_layers", "num_decoder_layers", "n_layers_per_block"}
 _HIDDEN = {"hidden_size", "d_model", "n_embd", "n_embed", "embed_dim", "model_dim", "dim",
            "word_embed_proj_dim", "embedding_size", "d_embed", "hidden_size_global",
-           "cross_hidden_size"}
+           "cross_hidden_size",
+           # SAM 2's feature pyramid hands its maps to the mask decoder, of the hidden size.
+           "fpn_hidden_size"}
 _HEADS = {"num_attention_heads", "n_head", "n_heads", "num_heads", "encoder_attention_heads",
           "decoder_attention_heads", "num_attention_heads_text", "cross_num_attention_heads"}
 _KV_HEADS = {"num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num",
@@ -57,11 +61,15 @@ _INT_SIZES = {
     # Lowered only: 64 positions already hold the inputs' 8 tokens.
     **_each(_POSITIONS, 64, 64),
     "vocab_size": (VOCAB, VOCAB),
+    # Gemma 3n's per-layer token embeddings.
+    "vocab_size_per_layer_input": (VOCAB, VOCAB),
 }
 
 # Numbers lowered to these values (never raised).
 _CAPS = {
     "head_dim": 8, "cross_head_dim": 8, "kv_channels": 8, "attention_head_size": 8, "d_kv": 8,
+    # Gemma 3n's per-layer token embeddings.
+    "hidden_size_per_layer_input": 8,
     "qk_rope_head_dim": 4, "qk_nope_head_dim": 4, "v_head_dim": 8, "kv_lora_rank": 16,
     "q_lora_rank": 16,
     # Group-limited routing splits the experts into n_group groups: 4 experts make one.
@@ -195,11 +203,13 @@ class _Plan:
         self.sections = [k for k in values if _is_section(k)]
         wanted = max(2, len(self.sections))
         self.kept = None
+        self.shared = None
         for key in _LAYER_KINDS:
             kinds = values.get(key)
             if isinstance(kinds, (list, tuple)) and self.old_layers and \
                     len(kinds) == self.old_layers:
                 self.kept = _layer_list_indices(list(kinds), wanted)
+                self._keep_cache_sharing(list(kinds), values.get("num_kv_shared_layers"))
                 break
         overrides = values.get("per_layer_config")
         if self.kept is None and isinstance(overrides, dict) and overrides and self.old_layers:
@@ -210,6 +220,20 @@ class _Plan:
                                              range(self.old_layers)], wanted)
         self.layers = len(self.kept) if self.kept else wanted
         self.heads = next((values[h] for h in _HEADS if isinstance(values.get(h), int)), -1)
+
+    def _keep_cache_sharing(self, kinds, shared):
+        """Gemma 3n's last num_kv_shared_layers layers reuse the key/value cache of the last
+        earlier layer of their kind: after one producing layer of each kind, one consuming
+        layer of each kind is kept too."""
+        if not isinstance(shared, int) or not 0 < shared < self.old_layers:
+            return
+        first = self.old_layers - shared
+        producers = [i for i in self.kept if i < first]
+        if {kinds[i] for i in producers} != set(kinds):
+            return
+        consumers = {kind: i for i, kind in enumerate(kinds) if i >= first}
+        self.kept = sorted(set(producers) | set(consumers.values()))
+        self.shared = len(consumers)
 
     def resolve(self, small, value):
         if small is _KEPT_LAYERS:
@@ -227,8 +251,18 @@ def _is_dropout(key):
     return any(word in key for word in _DROPOUT_WORDS)
 
 
+# Lists that may hold one value per layer (Gemma 3n's widths and activation sparsity).
+_PER_LAYER = _FFN | {"activation_sparsity_pattern"}
+
+
 def _small_value(key, value, plan):
     """The small value of one attribute of a configuration, or _KEEP."""
+    if key in _PER_LAYER and isinstance(value, (list, tuple)) and plan.old_layers and \
+            len(value) == plan.old_layers > 2:
+        # One per layer: the kept layers', each made small.
+        kept = plan.kept or range(plan.layers)
+        return [v if (n := _small_value(key, v, plan)) is _KEEP else n
+                for v in (value[i] for i in kept)]
     if isinstance(value, int) and key in _INT_SIZES:
         floor, small = _INT_SIZES[key]
         if value > floor:
@@ -333,6 +367,8 @@ def _small_values(config):
         small["use_cache"] = False
     _rotary_of_small_heads(values, small)
     _multimodal_rotary(config, values, small)
+    if plan.shared is not None:
+        small["num_kv_shared_layers"] = plan.shared
     if isinstance(values.get("per_layer_config"), dict):
         small["per_layer_config"] = _small_per_layer(values["per_layer_config"], plan)
     if values.get("pad_token_id", 0) is None and "vocab_size" in values:
@@ -461,6 +497,13 @@ def _vision_widths(values, small):
         # Each stage after the first halves the patch grid, which keeps at least one window.
         least = patch * 2 ** (stages - 1) * (window if isinstance(window, int) else 1)
         small["image_size"] = min(size, max(small.get("image_size", 32), least))
+    sizes = values.get("backbone_feature_sizes")
+    if isinstance(sizes, (list, tuple)) and sizes and \
+            all(isinstance(s, (list, tuple)) for s in sizes):
+        # SAM 2's feature map sizes are its default 1024 x 1024 image's: for the small 32 x 32
+        # image (the image_size cap of its prompt encoder), 32 times smaller.
+        small["backbone_feature_sizes"] = [[max(1, v * _CAPS["image_size"] // 1024) for v in s]
+                                           for s in sizes]
     widths = small.get("hidden_sizes", values.get("hidden_sizes"))
     if isinstance(widths, (list, tuple)) and widths and \
             isinstance(values.get("stem_out_channels"), int) and \
@@ -523,8 +566,13 @@ def _rotary_of_small_heads(values, small):
 
 def _multimodal_rotary(config, values, small):
     """Multimodal RoPE splits the rotary frequencies into temporal, height and width sections
-    that sum to half the head; a model that defaults the split in its own code (Qwen2-VL's
-    16, 24, 24 for heads of 128) gets one for the small head: 2, 1, 1 of 4."""
+    that sum to half the rotated part of the head; a model that defaults the split in its own
+    code (Qwen2-VL's 16, 24, 24 for heads of 128, declared by its configuration or only read
+    with that default by its rotary embedding, PaddleOCR-VL's) gets one for the small head:
+    2, 1, 1 of 4. A partial rotary factor that leaves fewer than 8 of the head's dimensions
+    rotated (GLM-4V's half) is raised to 8 of them, so that each section keeps a pair.
+    Ernie 4.5 VL's sections are height, width, temporal, and it interleaves the first two,
+    which must be equal: 1, 1, 2."""
     rope = small.get("rope_parameters", values.get("rope_parameters"))
     if not isinstance(rope, dict) or any(isinstance(v, dict) for v in rope.values()):
         return
@@ -533,11 +581,46 @@ def _multimodal_rotary(config, values, small):
         small.get("hidden_size", values.get("hidden_size")) // heads if heads else None)
     declared = "mrope_section" in getattr(type(config), "ignore_keys_at_rope_validation", ())
     section = rope.get("mrope_section")
-    if not isinstance(head, int) or head < 8 or not (declared or section):
+    if not isinstance(head, int) or head < 8 or not (declared or section or
+                                                     _code_default_mrope(config)):
         return
-    if isinstance(section, (list, tuple)) and sum(section) == head // 2:
-        return
-    small["rope_parameters"] = dict(rope, mrope_section=[head // 4, head // 8, head // 8])
+    # Sections that split the rotated frequencies exactly (interleaved sections only index).
+    exact = re.search(r"split\(\[?\*?self\.mrope_section", _modelling_source(config))
+    factor = rope.get("partial_rotary_factor") if exact else None
+    if isinstance(factor, float) and 0 < factor < 1 and head * factor < 8:
+        factor = 8 / head
+        rope = dict(rope, partial_rotary_factor=factor)
+    half = int(head * (factor if isinstance(factor, float) else 1)) // 2
+    quarter = half // 4
+    if "ernie4_5_vl" in type(config).__module__:
+        wanted = [quarter, quarter, half - 2 * quarter]
+    else:
+        wanted = [half - 2 * quarter, quarter, quarter]
+    if isinstance(section, (list, tuple)) and sum(section) == half and \
+            ("ernie4_5_vl" not in type(config).__module__ or section[0] == section[1]):
+        wanted = list(section)
+    if rope != small.get("rope_parameters", values.get("rope_parameters")) or \
+            wanted != section:
+        small["rope_parameters"] = dict(rope, mrope_section=wanted)
+
+
+def _code_default_mrope(config):
+    """Whether the configuration's modelling code reads mrope_section with a default of its
+    own (its rotary embedding's `rope_parameters.get("mrope_section", [...])`)."""
+    return re.search(r'get\("mrope_section", \[\d', _modelling_source(config)) is not None
+
+
+def _modelling_source(config):
+    """The source of the modelling module beside the configuration's ("" where none)."""
+    import importlib.util
+
+    module = type(config).__module__.replace(".configuration_", ".modeling_")
+    try:
+        spec = importlib.util.find_spec(module)
+        with open(spec.origin, encoding="utf-8") as source:
+            return source.read()
+    except Exception:  # noqa: BLE001 no modelling module beside the configuration's
+        return ""
 
 
 def _one_attention_layer(values, small):
@@ -654,6 +737,10 @@ def _sizes_left_unset(values, small, plan):
         small["sliding_window"] = _CAPS["sliding_window"]
     if "layer_types" in values and values["layer_types"] is None and plan.old_layers:
         small["layer_types"] = ["full_attention"] * plan.layers
+    if "mlp_layer_types" in values and values["mlp_layer_types"] is None and plan.old_layers and \
+            any(isinstance(values.get(k), int) for k in EXPERTS):
+        # Dense then routed experts (DeepSeek-OCR 2's checkpoint lists them): both kinds run.
+        small["mlp_layer_types"] = ["dense"] + ["sparse"] * (plan.layers - 1)
     kinds = small.get("layer_types") or values.get("layer_types")
     if values.get("rope_parameters") == {} and isinstance(kinds, (list, tuple)):
         small["rope_parameters"] = {kind: {"rope_type": "default", "rope_theta": 10000.0}
@@ -684,9 +771,19 @@ def _rebuilt(config, small):
             kwargs[name or key] = value
     if fields:
         try:
-            return cls(**kwargs)
+            rebuilt = cls(**kwargs)
         except Exception:  # noqa: BLE001 validators that the in-place values escape
-            pass
+            rebuilt = None
+        if rebuilt is not None:
+            # Attributes a composite's defaults give its timm tower beyond the fields (FastVLM's
+            # hidden_size, PE Video's global_pool) are kept, made small where they are sizes.
+            for key, value in vars(config).items() if _is_timm_tower(config) else ():
+                if key not in fields and not key.startswith("_") and not _has(rebuilt, key):
+                    try:
+                        setattr(rebuilt, key, small.get(key, value))
+                    except Exception:  # noqa: BLE001 read-only derived attributes
+                        pass
+            return rebuilt
     for key, value in small.items():
         try:
             setattr(config, key, value)
@@ -697,7 +794,8 @@ def _rebuilt(config, small):
 
 def _shrink(config):
     """A small copy of one (sub-)configuration."""
-    labels = "id2label" in config.to_dict()
+    # TimmWrapper's configuration serialises its labels as timm's num_classes.
+    labels = bool({"id2label", "num_classes"} & set(config.to_dict()))
     default = config
     config = _rebuilt(config, _small_values(config))
     _semantic_hop(default, config)
@@ -800,18 +898,29 @@ def _for_class(config, cls):
 
 def _token_defaults(cls, config):
     """Token ids a head reads from its configuration with a default of its own, past the
-    small vocabulary (ShieldGemma 2's yes and no tokens), are set within it, each its own."""
+    small vocabulary (ShieldGemma 2's yes and no tokens), are set within it, each its own; so
+    are those its modelling code reads that the default configuration lacks altogether, a
+    checkpoint's configuration carrying them (Qwen2.5-Omni's thinker reads
+    vision_start_token_id, which only its talker's default configuration has)."""
     import inspect
     import re
+    import sys
 
     try:
         source = inspect.getsource(cls.__init__)
-    except (OSError, TypeError):
+        module = inspect.getsource(sys.modules[cls.__module__])
+    except (OSError, TypeError, KeyError):
         return
     vocab = getattr(config.get_text_config(), "vocab_size", None) or VOCAB
     found = re.findall(r"getattr\(config, \"(\w+_token_(?:id|index))\", ([\d_]+)\)", source)
     for offset, (key, default) in enumerate(found):
         if int(default) >= vocab and not _has(config, key):
+            setattr(config, key, vocab - 1 - offset)
+    # Only the markers of a modality's span, which position code reads on every input.
+    read = sorted(set(re.findall(r"self\.config\.(\w+_start_token_id)\b", module)) -
+                  set(_TOKEN_IDS))
+    for offset, key in enumerate(read, start=len(found)):
+        if not _has(config, key):
             setattr(config, key, vocab - 1 - offset)
 
 
@@ -831,6 +940,177 @@ def _backbone_without_timm(config):
     for key, value in (("use_timm_backbone", False), ("backbone", None), ("use_pretrained_backbone", False)):
         if hasattr(config, key):
             setattr(config, key, value)
+
+
+# Image tokens of a VQ tokenizer's codebook in a small vocabulary map (_image_vocabulary).
+VQ_CODEBOOK = 16
+
+
+def _image_vocabulary(config):
+    """Chameleon maps its VQ codebook into the text vocabulary by a map its checkpoint's
+    tokenizer supplies (None in the default configuration): a map in its naming (the image
+    placeholder "<image>", codebook entry i as "IMGIMG" + i's digits as letters + "Z") puts
+    a small codebook at the top of the vocabulary and the placeholder just below it, as the
+    model's own tests do. Text tokens stay below both (inputs._vocab)."""
+    vq = getattr(config, "vq_config", None)
+    if not _has(config, "vocabulary_map") or config.vocabulary_map is not None or \
+            not isinstance(getattr(vq, "num_embeddings", None), int):
+        return
+    vq.num_embeddings = min(vq.num_embeddings, VQ_CODEBOOK)
+    first = config.vocab_size - vq.num_embeddings
+    names = {f"IMGIMG{''.join(chr(ord('A') + int(c)) for c in str(i))}Z": first + i
+             for i in range(vq.num_embeddings)}
+    config.vocabulary_map = {"<image>": first - 1, **names}
+    config.image_token_id = first - 1
+
+
+# A timm vision transformer made small through the keyword arguments timm passes to its
+# class (as timm_models narrows its large variants): two blocks of width 32 on 32 x 32 images.
+_TIMM_VIT_SMALL = {"embed_dim": 32, "depth": 2, "num_heads": 4, "img_size": 32}
+
+
+# Vision towers whose default configuration leaves timm's default (ResNet-50) where the
+# model expects another network, by the configuration holding them: (attribute, the
+# checkpoints' architecture, its model_args). Perception LM reads a vision transformer's
+# model_args (its checkpoints' PE Core); EdgeTAM's default misspells "architecture" for its
+# RepViT feature extractor, whose four stages' widths its backbone_channel_list names. Gemma
+# 3n's MobileNet-V5 encoder (300M parameters) keeps its blocks at a sixteenth of the widths
+# (7M), its output features as many.
+_TIMM_TOWERS = {
+    "perception_lm": ("vision_config", "vit_pe_core_large_patch14_336", None),
+    "edgetam_vision_model": ("backbone_config", "repvit_m1",
+                             {"in_chans": 3, "features_only": True, "out_indices": [0, 1, 2, 3]}),
+    "gemma3n": ("vision_config", None, {"channel_multiplier": 0.0625}),
+    # FastVLM's FastViT-MCi3 (five stages, 2 to 24 blocks, widths to 1536): a block per stage,
+    # widths to 128 (its attention stages' heads are 32 wide).
+    "fast_vlm": ("vision_config", None, {"layers": (1, 1, 1, 1, 1),
+                                         "embed_dims": (8, 16, 32, 64, 128)}),
+}
+
+
+def _small_timm(config):
+    """Transformers' timm wrappers build the timm model their configuration names: none for
+    a timm backbone (a checkpoint names it), ResNet-50 for a timm classifier by default. Both
+    get the zoo's own small variant of timm's ResNet family (timm_models.VARIANTS). A vision
+    tower that names a timm vision transformer (Perception LM's and PE Video's PE Core) keeps
+    it, made small by its model_args, with the image size its pixels are drawn at."""
+    from transformers import TimmWrapperConfig
+
+    from torch_tpu.tools.model_zoo.timm_models import VARIANTS
+
+    small = VARIANTS["resnet"].name
+    for sub in _configs_within(config):
+        key, architecture, args = _TIMM_TOWERS.get(sub.model_type, (None, None, None))
+        tower = getattr(sub, key, None) if key else None
+        if _is_timm_tower(tower):
+            tower.architecture = architecture or tower.architecture
+            if args:
+                tower.model_args = {**(tower.model_args or {}), **args}
+    for sub in _configs_within(config):
+        if sub.model_type == "timm_backbone" and sub.backbone is None:
+            sub.backbone = small
+        if not _is_timm_tower(sub):
+            continue
+        if sub.architecture == TimmWrapperConfig.__dataclass_fields__["architecture"].default:
+            sub.architecture = small
+        elif _takes_vit_args(sub.architecture):
+            sub.model_args = {**(sub.model_args or {}), **_TIMM_VIT_SMALL}
+            sub.image_size = _TIMM_VIT_SMALL["img_size"]
+        if isinstance(getattr(sub, "hidden_size", None), int):
+            # A tower whose configuration names its output width (FastVLM's, which its
+            # projector takes): the small timm model's.
+            sub.hidden_size = _timm_width(sub) or sub.hidden_size
+
+
+def _is_timm_tower(config):
+    """A configuration of a timm model that Transformers wraps: TimmWrapper's, or one of its
+    kind (Gemma 3n's vision configuration)."""
+    import dataclasses
+
+    return dataclasses.is_dataclass(config) and \
+        {"architecture", "model_args"} <= {f.name for f in dataclasses.fields(config)}
+
+
+def _configs_within(config):
+    yield config
+    for value in _attributes(config).values():
+        if _is_config(value):
+            yield from _configs_within(value)
+
+
+def _timm_width(config):
+    """Features of the timm model a tower's configuration builds (None where it cannot)."""
+    import torch
+
+    from torch_tpu.tools.model_zoo.timm_models import _import_timm
+
+    timm = _import_timm()
+    try:
+        with torch.device("meta"):
+            model = timm.create_model(config.architecture, pretrained=False, num_classes=0,
+                                      **(config.model_args or {}))
+    except Exception:  # noqa: BLE001 no timm, or a name it lacks
+        return None
+    return getattr(model, "num_features", None)
+
+
+def _takes_vit_args(architecture):
+    import torch
+
+    from torch_tpu.tools.model_zoo.timm_models import _import_timm
+
+    timm = _import_timm()
+    if timm is None:
+        return False
+    try:
+        with torch.device("meta"):
+            timm.create_model(architecture, pretrained=False, **_TIMM_VIT_SMALL)
+    except Exception:  # noqa: BLE001 another kind of network, or a name timm lacks
+        return False
+    return True
+
+
+def _prompt_grid(config):
+    """SAM 2's prompt encoder embeds masks on the grid of the image embeddings (the backbone's
+    lowest-resolution feature map, 16 times smaller than the image): its patch size is that
+    map's stride, which the patch-size cap would otherwise halve."""
+    prompt = getattr(config, "prompt_encoder_config", None)
+    sizes = getattr(getattr(config, "vision_config", None), "backbone_feature_sizes", None)
+    if prompt is None or not isinstance(sizes, (list, tuple)) or not sizes or \
+            not isinstance(getattr(prompt, "image_size", None), int):
+        return
+    prompt.patch_size = prompt.image_size // sizes[-1][0]
+
+
+def _window_qformer(config):
+    """Granite 4 Vision's projectors are window Q-Formers whose layout only its checkpoints
+    give (None by default): a query window of 2 x 2 in key windows of 4 x 4 patches (the small
+    image's whole 4 x 4 grid), the two vision layers' features injected into the two language
+    layers, the four spatial offset groups into both; and its Q-Former's heads, which its
+    configuration sets to the vision width over 64 (none of a width of 32), as many as the
+    zoo's other heads."""
+    if config.model_type != "granite4_vision":
+        return
+    if config.downsample_rate is None:
+        config.downsample_rate = "2/4"
+    if config.deepstack_layer_map is None:
+        config.deepstack_layer_map = [(-2, 0), (-1, 1)]
+    layers = config.text_config.num_hidden_layers
+    config.spatial_target_layers = [min(t, layers - 1) for t in (0, 0, 1, 1)]
+    config.qformer_config.num_attention_heads = 4
+
+
+def _anyres_grid(config):
+    """The LLaVA-NeXT kind's grids of tiles (image_grid_pinpoints) are multiples of its
+    default vision tower's image side: the same grids of the small tower's side."""
+    import math
+
+    pins = getattr(config, "image_grid_pinpoints", None)
+    side = getattr(getattr(config, "vision_config", None), "image_size", None)
+    if not isinstance(pins, (list, tuple)) or not pins or not isinstance(side, int):
+        return
+    unit = math.gcd(*(v for pin in pins for v in pin))
+    config.image_grid_pinpoints = [[v // unit * side for v in pin] for pin in pins]
 
 
 def _feature_layers(config, count, first):
@@ -869,6 +1149,11 @@ def small_config(model_type, task=None):
 
     config = _shrink(AutoConfig.for_model(model_type))
     _backbone_without_timm(config)
+    _image_vocabulary(config)
+    _small_timm(config)
+    _prompt_grid(config)
+    _window_qformer(config)
+    _anyres_grid(config)
     config = _features_for_neck(config, task)
     cls = _head_class(model_type)
     config = _for_class(config, cls)

@@ -55,11 +55,15 @@ def make_inputs(model, task, config, seed=0):
         # An encoder-decoder that reads an image (with a prompt: Florence-2, UDOP; alone:
         # Pix2Struct) decodes the text: the labels and decoder ids are the decoder's.
         label_task = "seq2seq_lm"
+    if "input_ids" not in inputs and "decoder_input_ids" in params and \
+            "input_ids" not in params:
+        # An image-to-text encoder-decoder (VisionEncoderDecoder): the text is its decoder's.
+        label_task = "seq2seq_lm"
     labels = _labels(label_task, config, inputs, g)
     if name == "state" and "actions" in params:
         inputs.update(_robot_policy(model, config, inputs["input_ids"], g))
         labels = None  # the actions are the policy's labels, taken by name
-    if (task in SEQ2SEQ or label_task == "seq2seq_lm") and "decoder_input_ids" in params:
+    if (task in SEQ2SEQ or label_task in SEQ2SEQ) and "decoder_input_ids" in params:
         inputs["decoder_input_ids"] = torch.randint(3, model_inputs.decoder_vocab(config),
                                                     (BATCH, SEQ), generator=g)
     elif "decoder_input_ids" in params and isinstance(getattr(config, "canvas_length", None), int):
@@ -74,6 +78,14 @@ def make_inputs(model, task, config, seed=0):
         ids = torch.randint(3, _vocab(config), (BATCH, SEQ), generator=g)
         inputs["decoder_input_ids"] = ids.index_fill(1, torch.tensor([0]), config.blank_token_id)
     labels = model_inputs.add_extras(model, config, inputs, labels, params, g)
+    if "input_ids" in inputs and "input_values" in params and "input_values" not in inputs and \
+            "pixel_values_videos" in inputs and \
+            model_inputs.find(config, "audio_config") is not None:
+        # PE Audio-Video embeds audio, video and text together (its video-text-only path reads
+        # outputs its video model does not return): a waveform for its audio encoder too, of
+        # four frames of the DAC codec that encoder starts with.
+        hop = _hop(config.audio_config) or 1
+        inputs["input_values"] = _waveform(config.audio_config, g, samples=max(SAMPLES, 4 * hop))
     if name == "input_features" and "attention_mask" in params:
         # Conformer CTC heads measure each example's encoded length from it.
         features = inputs[name]
@@ -94,8 +106,14 @@ ONE_EXAMPLE = ("tvp",)
 
 
 def _vocab(config):
-    return getattr(config, "vocab_size", None) or getattr(
+    vocab = getattr(config, "vocab_size", None) or getattr(
         getattr(config, "text_config", None) or config, "vocab_size", VOCAB)
+    # Text never holds the ids a vocabulary map gives to image tokens (Chameleon's, whose
+    # logits for them are the float minimum: as labels they would make the loss infinite).
+    mapped = getattr(config, "vocabulary_map", None)
+    if isinstance(mapped, dict) and mapped:
+        vocab = min(vocab, min(mapped.values()))
+    return vocab
 
 
 def _text_length(config):
@@ -251,16 +269,17 @@ def _hop(config):
     return None
 
 
-def _waveform(config, g, model=None):
+def _waveform(config, g, model=None, samples=None):
     """A mono waveform, or for a spectrogram transformer (batch, frames, mel bins)."""
     import torch
 
     bins, frames = getattr(config, "num_mel_bins", None), getattr(config, "max_length", None)
     if isinstance(bins, int) and isinstance(frames, int):
         return torch.randn(BATCH, frames, bins, generator=g)
-    samples = SAMPLES
     hop = _hop(config)
-    if hop and hop > SAMPLES:
+    if samples is None:
+        samples = SAMPLES
+    if hop and hop > samples:
         # Fewer samples than one frame's encode to nothing: two frames' worth, as the
         # feature extractor pads a waveform to a multiple of the hop.
         samples = 2 * hop

@@ -215,6 +215,14 @@ def add_extras(model, config, inputs, labels, params, g):
             "pixel_values" not in inputs or placed):
         # Pixels as the main input (BLIP-2) still need their image tokens among the text's.
         labels = _images(model, config, inputs, labels, params, g)
+    video = getattr(config, "video_config", None)
+    if "input_ids" in inputs and "pixel_values_videos" in params and \
+            "pixel_values_videos" not in inputs and _is_config(video) and \
+            not isinstance(getattr(config, "video_token_id", None), int):
+        # A video-text model without a video token (PE Video) embeds the clip and the text
+        # each whole, as CLIP does an image and a text.
+        inputs["pixel_values_videos"] = pixels(video, params, g, inputs["input_ids"].shape[0],
+                                               video=True)
     if "input_ids" in inputs and "input_features" in params and "input_features" not in inputs \
             and isinstance(getattr(config, "audio_length_per_tok", None), int):
         _token_aligned_audio(config, inputs, g)
@@ -227,6 +235,9 @@ def add_extras(model, config, inputs, labels, params, g):
     if "input_values" in inputs and "input_features" in params and \
             "input_features" not in inputs and _required(model, "input_features"):
         _semantic_features(model, config, inputs, g)
+    if "mm_token_type_ids" in params and "input_ids" in inputs and \
+            _processor_default(config.model_type, "return_mm_token_type_ids"):
+        inputs["mm_token_type_ids"] = _modality_types(config, inputs["input_ids"])
     return labels
 
 
@@ -273,6 +284,30 @@ def _semantic_features(model, config, inputs, g):
     bins = speech["feature_projection_input_dim"] if speech else feature_size(config)
     inputs["input_features"] = torch.randn(inputs["input_values"].shape[0], samples // hop,
                                            bins, generator=g)
+
+
+def _is_config(value):
+    return hasattr(value, "to_dict") and hasattr(value, "model_type")
+
+
+def _processor_default(model_type, key):
+    """A class-level default of the model type's processor (False where it has none)."""
+    import transformers
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    name = PROCESSOR_MAPPING_NAMES.get(model_type)
+    return bool(getattr(getattr(transformers, name or "", None), key, False))
+
+
+def _modality_types(config, ids):
+    """Each token's modality as processors mark it (create_mm_token_type_ids): 0 text, 1 an
+    image token, 2 a video token, 3 an audio token. Molmo2 requires them in training."""
+    types = ids.new_zeros(ids.shape)
+    for value, modality in ((1, "image"), (2, "video"), (3, "audio")):
+        token = getattr(config, f"{modality}_token_id", None)
+        if isinstance(token, int):
+            types[ids == token] = value
+    return types
 
 
 def _patch_inputs(config, inputs):
@@ -373,7 +408,9 @@ def _images(model, config, inputs, labels, params, g):
     prepends the image's features itself."""
     import torch
 
-    if _vision(config) is None or "image_grid_thw" in params:
+    # Images flattened into patch sequences with each one's patch grid (Qwen2-VL's
+    # image_grid_thw, Nemotron Omni's image_grid_hw) are left out: their processors' layout.
+    if _vision(config) is None or {"image_grid_thw", "image_grid_hw"} & params:
         return labels
     ids = inputs["input_ids"]
     batch = ids.shape[0]
@@ -507,7 +544,11 @@ def _image_token_count(model, config, extra, sizes=False):
             out = None
         finally:
             model.train(training)
+        stacked = getattr(out, "deepstack_features", None)
         out = getattr(out, "pooler_output", out)
+        if out is None and stacked:
+            # Granite 4 Vision's features are per language layer: (layer, one per image).
+            out = stacked[0][1]
         batch = extra["pixel_values"].shape[0]
         if isinstance(out, (list, tuple)) and out:  # one tensor per image
             out, batch = out[0], 1
