@@ -36,6 +36,8 @@ def make_inputs(model, task, config, seed=0):
         inputs = {name: _waveform(source, g, model)}
     elif name == "past_values":
         inputs = _series(config, params, g)
+    elif name == "states":
+        inputs = _trajectory(config, g)
     elif name == "input_features":
         inputs = {name: _features(model, source, g)}
     elif name == "flattened_patches":
@@ -136,6 +138,20 @@ def _labels(task, config, inputs, g):
         return torch.randint(3, model_inputs.decoder_vocab(config), (BATCH, SEQ), generator=g)
     ids = inputs.get("input_ids")
     return ids.clone() if ids is not None else None
+
+
+def _trajectory(config, g):
+    """An offline reinforcement-learning trajectory (Decision Transformer): per step a state,
+    an action, a reward, the return still to go and the step's index in its episode."""
+    import torch
+
+    steps = SEQ
+    return {"states": torch.randn(BATCH, steps, config.state_dim, generator=g),
+            "actions": torch.randn(BATCH, steps, config.act_dim, generator=g),
+            "rewards": torch.randn(BATCH, steps, 1, generator=g),
+            "returns_to_go": torch.randn(BATCH, steps, 1, generator=g),
+            "timesteps": torch.arange(steps).expand(BATCH, steps).clone(),
+            "attention_mask": torch.ones(BATCH, steps, dtype=torch.long)}
 
 
 def _series(config, params, g):

@@ -25,6 +25,8 @@ def main_input(model, params):
     (speech-encoder-decoder: the speech encoder's input_values), and Perceiver's is token ids
     for its text preprocessor."""
     name = getattr(model, "main_input_name", "input_ids")
+    if isinstance(name, (list, tuple)):  # OneFormer's: the image, then the task's prompt
+        name = name[0]
     if name in params and name != "inputs":
         return name
     encoder = getattr(model, "encoder", None)
@@ -207,6 +209,13 @@ def add_extras(model, config, inputs, labels, params, g):
     labels = _codebooks(model, config, inputs, labels, params, g)
     if "qformer_input_ids" in params and "input_ids" in inputs:
         _qformer_prompt(config, inputs, g)
+    if "task_inputs" in params and isinstance(getattr(config, "task_seq_len", None), int):
+        # OneFormer is told its task (semantic, instance or panoptic) by a tokenized prompt.
+        import torch
+
+        vocab = getattr(config, "text_encoder_vocab_size", None) or VOCAB
+        inputs["task_inputs"] = torch.randint(0, vocab, (next(iter(inputs.values())).shape[0], config.task_seq_len),
+                                              generator=g)
     placed = _image_token_id(config, takes_clips(model)) is not None
     if "image_embeds_position_mask" in params and "pixel_values" in params and \
             "input_ids" in inputs:
