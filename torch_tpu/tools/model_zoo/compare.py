@@ -262,8 +262,12 @@ def _train_step(model, inputs, labels, device, runner=None):
         kwargs["labels"] = to_device(labels, device)
     try:
         output = runner(**kwargs)
-    except TypeError as error:
-        if "labels" not in str(error):
+    except (TypeError, ValueError, NotImplementedError) as error:
+        # A head that takes no labels, or one that takes them only to refuse them (inference-only
+        # detectors: PP-DocLayoutV2 "does not support training", OmDet-Turbo "Training is not
+        # implemented yet"), trains on its first output.
+        if not any(words in str(error) for words in
+                   ("labels", "does not support training", "Training is not implemented")):
             raise
         kwargs.pop("labels", None)
         output = runner(**kwargs)

@@ -75,9 +75,18 @@ _CAPS = {
     # Group-limited routing splits the experts into n_group groups: 4 experts make one.
     "n_group": 1, "topk_group": 1, "n_shared_experts": 1, "num_shared_experts": 1,
     "image_size": 32, "patch_size": 8, "num_channels": 3,
+    # Two-stage detectors (RT-DETR, Grounding DINO) take their queries as the top-k of the
+    # encoder's tokens, of which a 32-pixel image has a few dozen at most.
+    "num_queries": 8,
+    # Their denoising queries in training are noised copies of the labelled boxes, the noise
+    # drawn at random (the CPU's draws are not the device's, as for the masks below): none.
+    "num_denoising": 0,
     # Windowed attention (Swin) in windows of 2 x 2 patches; the image is sized to leave one
     # in every stage (_vision_widths).
     "window_size": 2,
+    # LW-DETR's ViT splits the image into num_windows square windows, whose side must divide
+    # the 32-pixel image's side by a multiple of their count per side (16 leaves 2 pixels).
+    "num_windows": 4,
     # The subsampling convolutions of speech encoders, and the input features per frame.
     "subsampling_conv_channels": 16, "conv_channels": 32, "input_feat_per_channel": 16,
     # Gemma 3's vision tower pools its 4 x 4 patches to this many image tokens.
@@ -147,7 +156,11 @@ def _one_each(stages):
 _PER_STAGE = {
     **dict.fromkeys(("hidden_sizes", "embed_dims", "hidden_dims", "widths", "dims"),
                     _stage_widths),
-    **dict.fromkeys(("depths", "num_layers_per_stage", "block_repeats"), _one_each),
+    **dict.fromkeys(("depths", "num_layers_per_stage", "block_repeats", "blocks_per_stage"),
+                    _one_each),
+    # Hiera (SAM 2's image encoder) pools its skip connection only where a stage widens, so
+    # each stage doubles the width, as the default does.
+    "embed_dim_per_stage": lambda stages: [8 * 2 ** i for i in range(stages)],
     # LeViT's per-stage key width, which its subsampling attention divides the width by.
     "key_dim": lambda stages: [4] * stages,
 }
@@ -160,6 +173,10 @@ _TOKEN_IDS = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "decoder_
 # hybrid_override_pattern is cut to the kept layers but never decides them.
 _LAYER_KINDS = ("layer_types", "layers_block_type", "block_types", "hybrid_override_pattern",
                 "mlp_layer_types", "attn_type_list", "layer_block_types")
+
+# Layers named by index (SegGPT's: where the prompt and input halves merge, and the layers whose
+# outputs its decoder takes): the same places among the kept layers.
+_LAYER_INDICES = ("merge_index", "intermediate_hidden_state_indices")
 
 # Dropout off, for the same reason as the masks above (of the *_pdrop attributes, single rates).
 _DROPOUT_WORDS = ("dropout", "drop_path", "drop_prob")
@@ -340,6 +357,17 @@ def _small_values(config):
                 value == hidden and \
                 key not in small:
             small[key] = small.get("hidden_size", hidden)
+    d_model = values.get("d_model")
+    for key, value in values.items():
+        # Widths the default makes the detector's model width (OmDet-Turbo's decoder, the
+        # encoder's output channels per level that its decoder takes, RT-DETR's encoder) follow
+        # it.
+        if isinstance(d_model, int) and "d_model" in small and key not in small and \
+                key.endswith(("_hidden_dim", "features_channels", "decoder_in_channels")):
+            if value == d_model and not isinstance(value, bool):
+                small[key] = small["d_model"]
+            elif isinstance(value, (list, tuple)) and value and all(v == d_model for v in value):
+                small[key] = [small["d_model"]] * len(value)
     if isinstance(small.get("conv_dim", values.get("conv_dim")), (list, tuple)) and \
             "num_feat_extract_layers" in values:
         small["num_feat_extract_layers"] = len(small.get("conv_dim", values.get("conv_dim")))
@@ -357,6 +385,32 @@ def _small_values(config):
         small["num_attention_heads"] = 1
     _sizes_left_unset(values, small, plan)
     _one_attention_layer(values, small)
+    if isinstance(values.get("window_block_indices"), (list, tuple)) and plan.old_layers:
+        # Layers that attend within windows, by index: those the kept layers still have.
+        small["window_block_indices"] = [i for i in values["window_block_indices"]
+                                         if i < plan.layers]
+    if plan.old_layers:
+        for key in _LAYER_INDICES:
+            value = values.get(key)
+            scaled = lambda i: min(plan.layers - 1, i * plan.layers // plan.old_layers)  # noqa: E731
+            if isinstance(value, int) and not isinstance(value, bool):
+                small[key] = scaled(value)
+            elif isinstance(value, (list, tuple)) and value and all(isinstance(i, int) for i in value):
+                small[key] = list(dict.fromkeys(scaled(i) for i in value))
+    widths = values.get("out_features")
+    if isinstance(widths, (list, tuple)) and widths and all(isinstance(w, int) for w in widths) and \
+            values.get("hidden_size") == widths[-1] and isinstance(values.get("stage_num_blocks"), list):
+        # EfficientLoFTR's RepVGG backbone names its stages' widths out_features; the last is
+        # the coarse features its transformer takes, of the hidden size (the earlier ones,
+        # which the fine matching slices, stay wider than its fine_matching_slice_dim).
+        hidden = small.get("hidden_size", widths[-1])
+        small["out_features"] = [max(16, hidden // 2 ** (len(widths) - 1 - i)) for i in range(len(widths))]
+        small["stage_num_blocks"] = [1] * len(values["stage_num_blocks"])
+    if values.get("projector_scale_factors") in ((), []):
+        # LW-DETR's default names no scale of its multi-scale projector (each checkpoint names
+        # its own: the small ones one level at the backbone's scale), and without one the
+        # decoder has no feature map at all.
+        small["projector_scale_factors"] = [1.0]
     if values.get("default_language", 0) is None and values.get("languages"):
         # X-MOD picks its language adapters by this (set_default_language); a checkpoint's first.
         small["default_language"] = list(values["languages"])[0]
@@ -366,6 +420,7 @@ def _small_values(config):
         # break the backward: no cache.
         small["use_cache"] = False
     _rotary_of_small_heads(values, small)
+    _rotary_of_hidden_share(values, small)
     _multimodal_rotary(config, values, small)
     if plan.shared is not None:
         small["num_kv_shared_layers"] = plan.shared
@@ -504,6 +559,20 @@ def _vision_widths(values, small):
         # image (the image_size cap of its prompt encoder), 32 times smaller.
         small["backbone_feature_sizes"] = [[max(1, v * _CAPS["image_size"] // 1024) for v in s]
                                            for s in sizes]
+    per_stage = values.get("embed_dim_per_stage")
+    if isinstance(per_stage, (list, tuple)) and per_stage and \
+            values.get("hidden_size") == per_stage[0]:
+        # Hiera's patch embedding is its first stage's width.
+        small["hidden_size"] = small["embed_dim_per_stage"][0]
+    windows, stride = values.get("window_size_per_stage"), values.get("patch_stride")
+    size = small.get("image_size", size)
+    if isinstance(windows, (list, tuple)) and isinstance(stride, (list, tuple)) and \
+            isinstance(size, (list, tuple)):
+        # Hiera's windows, each at most its stage's map (the patch grid, halved by each
+        # stage's query pooling): a larger one pads the map into a window whose pooled query
+        # the stage cannot crop back to the halved map.
+        side = size[0] // stride[0]
+        small["window_size_per_stage"] = [max(1, min(w, side // 2 ** i)) for i, w in enumerate(windows)]
     widths = small.get("hidden_sizes", values.get("hidden_sizes"))
     if isinstance(widths, (list, tuple)) and widths and \
             isinstance(values.get("stem_out_channels"), int) and \
@@ -562,6 +631,21 @@ def _rotary_of_small_heads(values, small):
     factor = values.get("partial_rotary_factor")
     if isinstance(factor, float) and 0 < factor and head * factor < 4:
         small["partial_rotary_factor"] = 4 / head
+
+
+def _rotary_of_hidden_share(values, small):
+    """A rotary factor above 1 rotates more than a head: a share of the hidden size (EfficientLoFTR
+    rotates half of it, 2-D positions over the whole feature), which its embedding is sized by.
+    The factor keeps that share for the small heads."""
+    rope = small.get("rope_parameters", values.get("rope_parameters"))
+    factor = rope.get("partial_rotary_factor") if isinstance(rope, dict) else None
+    hidden, heads = values.get("hidden_size"), values.get("num_attention_heads")
+    if not isinstance(factor, (int, float)) or factor <= 1 or not isinstance(hidden, int) or \
+            not isinstance(heads, int) or values.get("head_dim") is not None:
+        return
+    share = factor / heads  # of the hidden size: head_dim * factor = hidden * share
+    new_heads = small.get("num_attention_heads", heads)
+    small["rope_parameters"] = dict(rope, partial_rotary_factor=float(share * new_heads))
 
 
 def _multimodal_rotary(config, values, small):
@@ -783,6 +867,15 @@ def _rebuilt(config, small):
                         setattr(rebuilt, key, small.get(key, value))
                     except Exception:  # noqa: BLE001 read-only derived attributes
                         pass
+            # Attributes that are no field of the class (a composite's defaults for its
+            # backbone: CHMv2's return_class_token) are kept as the default had them.
+            have = rebuilt.to_dict()
+            for key, value in config.to_dict().items():
+                if key not in have and key not in fields and not _is_config(value):
+                    try:
+                        setattr(rebuilt, key, value)
+                    except Exception:  # noqa: BLE001 read-only derived attributes
+                        pass
             return rebuilt
     for key, value in small.items():
         try:
@@ -797,9 +890,16 @@ def _shrink(config):
     # TimmWrapper's configuration serialises its labels as timm's num_classes.
     labels = bool({"id2label", "num_classes"} & set(config.to_dict()))
     default = config
+    stages, indices = _get(config, "stage_names"), _get(config, "out_indices")
     config = _rebuilt(config, _small_values(config))
     _semantic_hop(default, config)
     _concatenated_width(default, config)
+    if indices and stages and _get(config, "stage_names") == stages and \
+            list(_get(config, "out_indices") or ()) != list(indices):
+        # A backbone keeps its stages (per-stage lists shrink each stage), so it keeps handing
+        # on the feature maps its detector's default asked for (RT-DETR's last three), which
+        # the rebuild would derive again as the last stage only.
+        config.set_output_features_output_indices(out_features=None, out_indices=list(indices))
     if labels:
         config.num_labels = NUM_LABELS
     _add_missing(config)
@@ -940,6 +1040,225 @@ def _backbone_without_timm(config):
     for key, value in (("use_timm_backbone", False), ("backbone", None), ("use_pretrained_backbone", False)):
         if hasattr(config, key):
             setattr(config, key, value)
+    if getattr(config, "timm_kwargs", None):
+        config.timm_kwargs = {}  # timm's own arguments (OmDet-Turbo's Swin image size)
+    channels = config.backbone_config.hidden_sizes[-levels:]
+    if isinstance(getattr(config, "encoder_in_channels", None), (list, tuple)) and \
+            len(config.encoder_in_channels) == levels:
+        config.encoder_in_channels = list(channels)
+    if getattr(config, "apply_layernorm_after_vision_backbone", False):
+        # OmDet-Turbo normalises timm Swin's channels-last maps; the ResNet's are channels-first
+        # and batch-normalised already.
+        config.apply_layernorm_after_vision_backbone = False
+
+
+def _backbone_feature_widths(config):
+    """A width the configuration gives for one of its backbone's feature maps (PP-DocLayoutV3's
+    x4_feat_dim: the first, stride-4 map's channels) follows the small backbone's."""
+    if not isinstance(getattr(config, "x4_feat_dim", None), int) or \
+            getattr(config, "backbone_config", None) is None:
+        return
+    from transformers import AutoBackbone
+
+    try:
+        channels = AutoBackbone.from_config(config.backbone_config).channels
+    except Exception:  # noqa: BLE001 a backbone Transformers cannot build alone
+        return
+    config.x4_feat_dim = channels[0]
+
+
+def _segment_anything_widths(default, config):
+    """SAM's kind (SAM, SAM-HQ, SAM 2, SAM 3, and PP-FormulaNet on SAM's image encoder) hands
+    its image embeddings from the vision encoder's neck to the prompt encoder and mask decoder
+    (or a text decoder), whose widths the default gives each sub-configuration separately as
+    equal numbers (256: the neck's output channels or FPN width, the mask decoder's IoU head;
+    768: SAM-HQ's ViT features; 512: PP-FormulaNet's projection into its decoder): each such
+    width follows the small hidden size of the sub-configuration it equalled. The image
+    embedding's positional encoding makes 2 x num_pos_feats of them, the FPN's channel list is
+    the encoder's stages' widths from the last, and the feature maps' sizes (which the default
+    gives for a 1024-pixel image) are those the small vision encoder makes, the smallest the
+    prompt encoder's grid."""
+    vision = getattr(config, "vision_config", None)
+    if vision is None or getattr(config, "mask_decoder_config", None) is None and \
+            not isinstance(_get(vision, "output_channels"), int):
+        return
+    widths = {}
+    for old, new in _config_pairs(default, config):
+        for key in ("hidden_size", "d_model"):
+            old_size, new_size = _get(old, key), _get(new, key)
+            if isinstance(old_size, int) and isinstance(new_size, int) and old_size != new_size:
+                widths.setdefault(old_size, new_size)
+    for old, new in _config_pairs(default, config):
+        for key, value in old.to_dict().items():
+            if key.endswith(("channels", "_dim", "hidden_size")) and isinstance(value, int) and \
+                    not isinstance(value, bool) and _get(new, key) == value and value in widths:
+                setattr(new, key, widths[value])
+    prompt = getattr(config, "prompt_encoder_config", None)
+    if isinstance(_get(vision, "num_pos_feats"), int) and prompt is not None:
+        vision.num_pos_feats = prompt.hidden_size // 2
+    backbone = getattr(vision, "backbone_config", None)
+    stages = _get(backbone, "embed_dim_per_stage")
+    if isinstance(_get(vision, "backbone_channel_list"), list) and stages:
+        vision.backbone_channel_list = list(reversed(stages))
+    sizes = _feature_map_sizes(vision) if isinstance(_get(vision, "backbone_feature_sizes"), list) \
+        else None
+    if sizes:
+        vision.backbone_feature_sizes = sizes
+        if prompt is not None and isinstance(_get(prompt, "patch_size"), int):
+            # The prompt encoder's dense embedding is laid over the smallest of them.
+            prompt.patch_size = prompt.image_size // vision.backbone_feature_sizes[-1][0]
+
+
+def _config_pairs(default, config):
+    """(default, small) of a configuration and of each of its sub-configurations, depth first."""
+    yield default, config
+    for key, value in _attributes(default).items():
+        new = _get(config, key)
+        if _is_config(value) and _is_config(new):
+            yield from _config_pairs(value, new)
+
+
+def _feature_map_sizes(vision):
+    """[height, width] of each FPN feature map the decoder reads (the last num_feature_levels,
+    from the largest), as the vision encoder makes them of the zoo's image."""
+    import torch
+    from transformers import AutoModel
+
+    from torch_tpu.tools.model_zoo.model_inputs import pixels
+
+    try:
+        encoder = AutoModel.from_config(vision).eval()
+        with torch.no_grad():
+            maps = encoder(pixels(vision, set(), torch.Generator().manual_seed(0), 1)).fpn_hidden_states
+    except Exception:  # noqa: BLE001 an encoder that needs a library not installed (timm)
+        return None
+    levels = getattr(vision, "num_feature_levels", None) or len(vision.backbone_feature_sizes)
+    return [list(m.shape[-2:]) for m in maps[:levels]]
+
+
+# PP-OCR's intra-class blocks (PaddleOCR's IntraCLBlock): (kernel, stride, padding) of each
+# convolution, long, mid and short (7, 5, 3) vertical, horizontal and square ones that keep the
+# map's size, between 1 x 1 convolutions that reduce the channels and restore them.
+_INTRACLASS_BLOCK = {
+    "reduce_channel": [1, 1, 0], "return_channel": [1, 1, 0],
+    **{f"vertical_long_to_small_conv_{r}ratio": [[k, 1], 1, [k // 2, 0]]
+       for r, k in (("long", 7), ("mid", 5), ("short", 3))},
+    **{f"horizontal_small_to_long_conv_{r}ratio": [[1, k], 1, [0, k // 2]]
+       for r, k in (("long", 7), ("mid", 5), ("short", 3))},
+    **{f"symmetric_conv_long_{r}ratio": [k, 1, k // 2]
+       for r, k in (("long", 7), ("mid", 5), ("short", 3))},
+}
+
+
+def _ocr_detector_neck(config):
+    """PP-OCR's server detectors leave their neck's layout to a checkpoint (None in the default
+    configuration): the intra-class blocks' convolutions, each block's upsampling to the first
+    (stride-4) map's size, which the later maps are 2, 4, 8 times smaller than, and the head's
+    kernels (the documented default, [3, 2, 2])."""
+    if not _has(config, "intraclass_block_config"):
+        return
+    if config.intraclass_block_config is None:
+        config.intraclass_block_config = dict(_INTRACLASS_BLOCK)
+    if _has(config, "scale_factor_list") and config.scale_factor_list is None:
+        config.scale_factor_list = [2 ** i for i in range(config.intraclass_block_number)]
+    if _has(config, "kernel_list") and config.kernel_list is None:
+        config.kernel_list = [3, 2, 2]
+
+
+def _ocr_detector_backbone(config):
+    """A PP-OCRv6 detector's neck takes one feature map per stage of its PP-LCNet backbone, each
+    half the previous one's size both ways (it upsamples each by 2 onto the next), and sizes its
+    input convolutions by the stages' widths (the small detector names them in
+    layer_list_out_channels). The backbone's default configuration is the recognizers' (the
+    last stage only; strides of [2, 1] that halve the height only, none in the second stage):
+    the detector's hands on every stage, each after the first opening with a stride of 2, as
+    PaddleOCR lays out PP-LCNet for detection."""
+    backbone = getattr(config, "backbone_config", None)
+    blocks = _get(backbone, "block_configs")
+    if not isinstance(blocks, list) or not (_has(config, "layer_list_out_channels") or
+                                            _has(config, "intraclass_block_number")):
+        return
+    if not any(isinstance(b[3], (list, tuple)) for stage in blocks for b in stage):
+        return  # a detection layout already (PP-OCRv5's PP-LCNetV3)
+    backbone.block_configs = [[[*b[:3], 2 if i and not j else 1, *b[4:]] for j, b in enumerate(stage)]
+                              for i, stage in enumerate(blocks)]
+    backbone.set_output_features_output_indices(
+        out_features=None, out_indices=list(range(1, len(backbone.stage_names))))
+    if _has(config, "layer_list_out_channels"):
+        config.layer_list_out_channels = list(backbone.stage_out_channels)
+
+
+def _uvdoc_bridge(config):
+    """UVDoc's head concatenates one map per bridge stage of its backbone (its bridge connector
+    takes the bridge width times their count); the backbone's default configuration hands on
+    the last only."""
+    backbone = getattr(config, "backbone_config", None)
+    stages = _get(backbone, "stage_configs")
+    if isinstance(_get(config, "bridge_connector"), (list, tuple)) and isinstance(stages, (list, tuple)):
+        names = backbone.stage_names
+        backbone.set_output_features_output_indices(
+            out_features=None, out_indices=list(range(len(names) - len(stages), len(names))))
+
+
+def _hooked_layers(default, config):
+    """Layers a model hooks by index for intermediate features (DepthPro's intermediate_hook_ids,
+    of its patch encoder): the same places in the small encoder, scaled to its layer count;
+    and the patches it cuts the image into for that encoder, of the small encoder's image."""
+    hooks = _get(default, "intermediate_hook_ids")
+    encoder_default, encoder = _get(default, "patch_model_config"), _get(config, "patch_model_config")
+    if not isinstance(hooks, (list, tuple)) or encoder is None:
+        return
+    old, new = encoder_default.num_hidden_layers, encoder.num_hidden_layers
+    config.intermediate_hook_ids = [min(new - 1, i * new // old) for i in hooks]
+    # DepthPro's patch_size is the side of the image patches its patch encoder takes whole
+    # (384 for its 384-pixel encoder), not a ViT patch: it follows the small encoder's image.
+    if isinstance(_get(config, "patch_size"), int) and isinstance(encoder.image_size, int):
+        config.patch_size = encoder.image_size
+
+
+def _sapiens_head(config):
+    """Sapiens2's dense-prediction head leaves its layout to each task's checkpoint (None in the
+    default configuration): here transposed-convolution blocks that each double the patch
+    grid back to the image's size, then one refining convolution, all 16 channels wide."""
+    head = getattr(config, "head_config", None)
+    if head is None or not _has(head, "upsample_out_channels") or head.upsample_out_channels is not None:
+        return
+    steps = max(1, int(config.patch_size).bit_length() - 1)
+    head.upsample_out_channels = [16] * steps
+    head.upsample_kernel_sizes = [head.upsample_kernel_size] * steps
+    head.conv_out_channels = [16]
+    head.conv_kernel_sizes = [head.conv_kernel_size]
+
+
+def _text_projection(config):
+    """OmDet-Turbo projects its text model's pooled class names (text_projection_in_dim wide)
+    into class embeddings (class_embed_dim, text_projection_out_dim) that its task prompts, the
+    text model's unprojected states, share a width with: all the default text model's 512,
+    all the small text model's width (twice the decoder's, as the default has it)."""
+    text = getattr(config, "text_config", None)
+    if isinstance(_get(config, "text_projection_in_dim"), int) and \
+            isinstance(_get(text, "hidden_size"), int):
+        decoder = _get(config, "decoder_hidden_dim")
+        if text.hidden_size == decoder:
+            # Its decoder reads a projection of the prompts that it builds only where their
+            # width differs from its own: the text model keeps the default's twice the width.
+            text.hidden_size = 2 * decoder
+        for key in ("text_projection_in_dim", "text_projection_out_dim", "class_embed_dim"):
+            if isinstance(_get(config, key), int):
+                setattr(config, key, text.hidden_size)
+
+
+def _per_label_settings(config):
+    """Per-label settings a default configuration leaves None for a checkpoint to fill in, which
+    the model reads one per label (PP-DocLayoutV2's score thresholds and reading-order
+    classes): a threshold of one half, and each label its own class."""
+    labels = getattr(config, "num_labels", None)
+    if not isinstance(labels, int):
+        return
+    if _has(config, "class_thresholds") and config.class_thresholds is None:
+        config.class_thresholds = [0.5] * labels
+    if _has(config, "class_order") and config.class_order is None:
+        config.class_order = list(range(labels))
 
 
 # Image tokens of a VQ tokenizer's codebook in a small vocabulary map (_image_vocabulary).
@@ -1126,7 +1445,8 @@ def _features_for_neck(config, task):
     """A DPT-style neck (DPT, Depth Anything, ZoeDepth) reassembles one feature map per entry of
     `neck_hidden_sizes`, and BEiT's segmentation head takes four: the small stack hands on as
     many as they take (two layers would hand on two)."""
-    neck = getattr(config, "neck_hidden_sizes", None)
+    # CHMv2's neck names its per-map widths post_process_channels.
+    neck = getattr(config, "neck_hidden_sizes", None) or getattr(config, "post_process_channels", None)
     if isinstance(neck, (list, tuple)) and getattr(config, "reassemble_factors", None):
         backbone = getattr(config, "backbone_config", None)
         if backbone is not None and hasattr(backbone, "out_indices"):
@@ -1145,15 +1465,27 @@ def _features_for_neck(config, task):
 def small_config(model_type, task=None):
     """The small configuration of a model type, as its zoo head class takes it (the head of
     `task` where an extra task's entry names one)."""
+    import copy
+
     from transformers import AutoConfig
 
-    config = _shrink(AutoConfig.for_model(model_type))
+    default = AutoConfig.for_model(model_type)
+    config = _shrink(copy.deepcopy(default))
     _backbone_without_timm(config)
     _image_vocabulary(config)
     _small_timm(config)
     _prompt_grid(config)
     _window_qformer(config)
     _anyres_grid(config)
+    _segment_anything_widths(default, config)
+    _hooked_layers(default, config)
+    _backbone_feature_widths(config)
+    _per_label_settings(config)
+    _uvdoc_bridge(config)
+    _sapiens_head(config)
+    _text_projection(config)
+    _ocr_detector_backbone(config)
+    _ocr_detector_neck(config)
     config = _features_for_neck(config, task)
     cls = _head_class(model_type)
     config = _for_class(config, cls)

@@ -28,6 +28,8 @@ def make_inputs(model, task, config, seed=0):
     if name in ("pixel_values", "pixel_values_videos"):
         video = name == "pixel_values_videos" or model_inputs.takes_clips(model)
         inputs = {name: model_inputs.pixels(source, params, g, BATCH, video=video)}
+        if model_inputs.takes_image_pairs(model):
+            inputs[name] = torch.stack([inputs[name], model_inputs.pixels(source, params, g, BATCH)], dim=1)
         if "input_ids" in params:
             # A captioner (BLIP) decodes text about the image.
             ids = torch.randint(3, _vocab(config), (BATCH, SEQ), generator=g)

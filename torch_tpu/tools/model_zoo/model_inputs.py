@@ -151,6 +151,18 @@ def flattened_patches(config, g, batch):
             "attention_mask": torch.ones(batch, side * side, dtype=torch.long)}
 
 
+def takes_image_pairs(model):
+    """Keypoint matchers (LightGlue, SuperGlue, EfficientLoFTR) take two images to match per
+    example, as their forward checks: (batch_size, 2, num_channels, height, width)."""
+    import inspect
+
+    try:
+        source = inspect.getsource(type(model).forward)
+    except (OSError, TypeError):
+        return False
+    return "(batch_size, 2, num_channels, height, width)" in source
+
+
 # How a video model's configuration counts the frames of one clip.
 _FRAME_COUNTS = ("num_frames", "frames_per_clip")
 
@@ -178,12 +190,65 @@ _IMAGE_SIZES = ("image_size", "max_img_size")
 
 
 def _image_size(vision):
-    size = next((v for k in _IMAGE_SIZES if (v := getattr(vision, k, None)) is not None), 32)
+    size = next((v for k in _IMAGE_SIZES if (v := getattr(vision, k, None)) is not None), None)
+    ratios = getattr(vision, "scaled_images_ratios", None)
+    if size is None and ratios and isinstance(getattr(vision, "patch_size", None), int):
+        # DepthPro cuts its smallest scaling of the image into patches of patch_size pixels.
+        size = int(vision.patch_size / min(ratios))
+    if size is None:
+        size = _unsized_image(getattr(vision, "model_type", "")) or 32
     if isinstance(size, int):
         return size, size
     if isinstance(size, (list, tuple)) and len(size) == 2 and all(isinstance(v, int) for v in size):
         return tuple(size)
     return 32, 32
+
+
+# Images for models whose configuration names no image size and that a 32-pixel square does
+# not fit: UVDoc's backbone makes 1/16-size maps that it pads by 2 on each side (reflecting,
+# which needs 3 pixels).
+_UNSIZED_IMAGES = {"uvdoc": 64}
+
+
+def _unsized_image(model_type):
+    """The image of a model whose configuration names no size: its image processor's fixed size
+    where that is already small (a text-line recognizer's 48 x 320 lines), else _UNSIZED_IMAGES."""
+    size = _processor_size(model_type)
+    if size and min(size) <= 64:
+        return size
+    return _UNSIZED_IMAGES.get(model_type)
+
+
+@functools.lru_cache(maxsize=None)
+def _processor_size(model_type):
+    """(height, width) of the fixed size the model type's image processor resizes to, read
+    from its source (the processors need torchvision, which this environment may lack)."""
+    import ast
+    import glob
+    import os
+
+    import transformers
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+
+    names = set((IMAGE_PROCESSOR_MAPPING_NAMES.get(model_type) or {}).values())
+    root = os.path.join(os.path.dirname(transformers.__file__), "models")
+    for path in glob.glob(os.path.join(root, "*", "image_processing_*.py")):
+        with open(path, encoding="utf-8") as source:
+            text = source.read()
+        if not any(f"class {name}(" in text for name in names):
+            continue
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.ClassDef) and node.name in names:
+                for statement in node.body:
+                    if isinstance(statement, ast.Assign) and \
+                            any(getattr(t, "id", None) == "size" for t in statement.targets):
+                        try:
+                            size = ast.literal_eval(statement.value)
+                        except ValueError:
+                            continue
+                        if isinstance(size, dict) and {"height", "width"} <= set(size):
+                            return size["height"], size["width"]
+    return None
 
 
 def decoder_vocab(config):
@@ -202,6 +267,10 @@ def add_extras(model, config, inputs, labels, params, g):
     reshaped where the extras change what they label."""
     if "spatial_shapes" in params and "pixel_values" in inputs:
         _patch_inputs(config, inputs)
+    if {"prompt_pixel_values", "prompt_masks"} <= params and "pixel_values" in inputs:
+        _prompt_pair(inputs, g)
+    if "classes_structure" in params and "pixel_values" in inputs:
+        _class_prompts(config, inputs, g)
     if "bbox" in params and "input_ids" in inputs:
         inputs["bbox"] = _boxes(config, inputs["input_ids"].shape, g)
     if "visual_feats" in params and "visual_pos" in params and "input_ids" in inputs:
@@ -335,6 +404,38 @@ def _patch_inputs(config, inputs):
 # Layout models whose word boxes are fractions of the page, as floats (Bros scales them by its
 # bbox_scale, UDOP clips them to [0, 1] and takes their means), not integer positions.
 _UNIT_BOXES = ("bros", "udop")
+
+
+def _prompt_pair(inputs, g):
+    """SegGPT stacks a prompt image above the input image (and the prompt's mask above itself)
+    into one image of its configured size: the input, prompt image and mask are each half its
+    height."""
+    import torch
+
+    pixels = inputs["pixel_values"]
+    half = pixels[:, :, : pixels.shape[2] // 2].contiguous()
+    inputs["pixel_values"] = half
+    inputs["prompt_pixel_values"] = torch.randn(half.shape, generator=g)
+    inputs["prompt_masks"] = torch.randn(half.shape, generator=g)
+
+
+# Classes each image of an open-vocabulary detector is asked to find.
+_CLASSES_PER_IMAGE = 2
+
+
+def _class_prompts(config, inputs, g):
+    """OmDet-Turbo's processor tokenizes one task prompt per image and every class name of every
+    image, the class names flattened, with classes_structure counting each image's classes."""
+    import torch
+
+    batch = inputs["pixel_values"].shape[0]
+    text = getattr(config, "text_config", None) or config
+    vocab, length = text.vocab_size, 8
+    tasks = torch.randint(3, vocab, (batch, length), generator=g)
+    classes = torch.randint(3, vocab, (batch * _CLASSES_PER_IMAGE, length), generator=g)
+    inputs.update(tasks_input_ids=tasks, tasks_attention_mask=torch.ones_like(tasks),
+                  classes_input_ids=classes, classes_attention_mask=torch.ones_like(classes),
+                  classes_structure=torch.full((batch,), _CLASSES_PER_IMAGE, dtype=torch.long))
 
 
 def _boxes(config, shape, g):
