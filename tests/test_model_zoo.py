@@ -91,7 +91,8 @@ def test_totals_and_table_count_what_the_records_say():
                                    "compiled": dict(_mode("pass", "fail", error="train: boom"),
                                                     generate="tie")}},
         {"arch": "b", "status": "attempted", "family": "vision", "task": "image_classification",
-         "seconds": 2.0, "modes": {"strict": _mode("pass", "pass", {"aten::foo": 2}),
+         "seconds": 2.0, "modes": {"strict": dict(_mode("pass", "pass", {"aten::foo": 2}),
+                                                  train_judged_by="float64"),
                                    "compiled": _mode("fail", "fail",
                                                      error="forward: no lowering for aten::bar.x")}},
         {"arch": "c", "status": "not_applicable", "family": "audio", "reason": "needs a file",
@@ -115,10 +116,10 @@ def test_totals_and_table_count_what_the_records_say():
     assert t["not_applicable_by_library"] == {"timm": 1, "transformers": 1}
     # A run stopped at the time limit is a failure, and counted apart as a timeout too.
     assert t["strict"] == {"attempted": 5, "forward_pass": 4, "train_pass": 3, "native": 2,
-                           "timeouts": 1, "generate_attempted": 1, "generate_equal": 1,
+                           "timeouts": 1, "train_judged_by_float64": 1, "generate_attempted": 1, "generate_equal": 1,
                            "generate_tie": 0}
     assert t["compiled"] == {"attempted": 5, "forward_pass": 4, "train_pass": 3, "native": 3,
-                             "timeouts": 0, "generate_attempted": 1, "generate_equal": 0,
+                             "timeouts": 0, "train_judged_by_float64": 0, "generate_attempted": 1, "generate_equal": 0,
                              "generate_tie": 1}
     assert t["families"]["vision"] == {"attempted": 2, "forward_pass": {"strict": 1, "compiled": 1}}
     table = zoo.markdown(records, ["strict", "compiled"])

@@ -1,5 +1,5 @@
-"""Hugging Face architectures (Transformers and diffusers) on the tpu device, unmodified, in
-every mode.
+"""Hugging Face architectures (Transformers, diffusers) and timm's model families on the tpu
+device, unmodified, in every mode.
 
     python -m torch_tpu.tools.model_zoo [--quick | --arch NAME[,NAME] | --tier 1|2]
         [--modes strict,...] [--out DIR] [--timeout S] [--jobs N] [--fresh] [--list]
@@ -20,13 +20,18 @@ Tolerances (float32 through another compiler, whose reductions and fusions reord
 forward output or the loss agrees when |tpu - cpu| <= 2e-3 + 2e-3 |cpu| elementwise; a gradient or
 updated parameter when max |tpu - cpu| <= 1e-2 max |cpu| + 1e-5 over the tensor (gradients of
 near-zero entries are dominated by rounding, so they are judged against the tensor's scale).
+A training step that fails this is judged once more against the CPU's float64 step: it passes
+when every tensor is no further from float64 than twice the CPU float32's own distance plus
+that tolerance (networks that amplify rounding, such as batch norm over a few values per
+channel, put the CPU's own float32 gradients percents away from float64); the record then
+says train_judged_by: float64.
 
 Selection (`selection`), in two tiers: tier one is a fixed list of widely used model types
 (WIDELY_USED) and then their extra task entries ("bert@question_answering": heads whose ops
 differ from the type's own task, counted as entries, not architectures); tier two is one model
 type per modelling module of transformers for every other module (variants that share one
 implementation, such as gemma3 and gemma3_text, count once) and the other libraries' entries
-("diffusers/UNet2DConditionModel", see `libraries`), interleaved by family. A model type's
+("diffusers/UNet2DConditionModel", "timm/resnet", see `libraries`), interleaved by family. A model type's
 one task is the first of its heads in TASKS' order (a type with no head runs its base model).
 Each entry is put in one family (see `family`). An entry whose small configuration cannot be
 built offline, or whose CPU reference run fails with the inputs built for it, is `not
@@ -38,7 +43,8 @@ N(0, 0.02) noise added, so that no two experts tie in a router's topk: PyTorch l
 of tied elements open, and the CPU's differs from every accelerator's.
 
 Each architecture runs in a worker process (a crash or a hang past --timeout costs that
-architecture only). Results go to DIR/model_zoo.json after each architecture (a rerun resumes
+architecture only; a worker is replaced after a few architectures, and an architecture whose
+worker died after running others is run again in a fresh one). Results go to DIR/model_zoo.json after each architecture (a rerun resumes
 from it; --fresh starts over) and DIR/model_zoo.md; the totals are the last line of stdout:
 per mode attempted, forward_pass, train_pass, native (forward and train passed and no op ran
 through the CPU fallback) and the generate counts; the architectures (extra task entries apart)
@@ -49,7 +55,7 @@ selection, so each shard gets every family), then one runs `--report --merge DIR
 --out DIR` to combine the shards' results into one table and one line of totals.
 
 The package, by idea: selection (which entries, their tiers and families), libraries (entries
-from diffusers, through a `<library>_models` module each, in a `zoo_model.ZooModel`), configs
+from diffusers and timm, through a `<library>_models` module each, in a `zoo_model.ZooModel`), configs
 (the small configurations), inputs and task_inputs (a head's labels), compare (one entry on
 the CPU and on tpu), report (totals and the tables), sweep (worker processes and resume) and
 cli (the command line).

@@ -11,7 +11,8 @@ from torch_tpu.tools.model_zoo.libraries import library_of
 
 def totals(records, modes=MODES):
     """Per mode: attempted, forward_pass, train_pass, native, timeouts (runs stopped at the
-    time limit, counted among the failures too) and, over the causal LMs the CPU could generate
+    time limit, counted among the failures too), train_judged_by_float64 (training steps that
+    passed against the CPU's float64 step, see compare) and, over the causal LMs the CPU could generate
     with, generate_attempted, generate_equal (tokens equal to the CPU's) and generate_tie (first
     different at a near-tie of the CPU's scores); plus not_applicable, per library the entries
     attempted and those not applicable, and per family attempted and the forward passes."""
@@ -28,6 +29,7 @@ def totals(records, modes=MODES):
                      "train_pass": sum(m["train"] == "pass" for m in ran),
                      "native": sum(bool(m.get("native")) for m in ran),
                      "timeouts": sum(str(m.get("error") or "").startswith("timeout") for m in ran),
+                     "train_judged_by_float64": sum(m.get("train_judged_by") == "float64" for m in ran),
                      "generate_attempted": sum(m.get("generate") is not None for m in ran),
                      "generate_equal": sum(m.get("generate") == "pass" for m in ran),
                      "generate_tie": sum(m.get("generate") == "tie" for m in ran)}
