@@ -197,3 +197,23 @@ def test_shards_partition_the_selection_and_merge_back(tmp_path, capfd):
     assert last["strict"]["attempted"] == 2 and last["architectures"] == 2
     with open(os.path.join(merged, "model_zoo.json")) as f:
         assert [r["arch"] for r in json.load(f)["architectures"]] == ["a", "b"]
+
+
+def test_float64_judges_a_step_only_as_far_as_float32_rounding_goes():
+    from torch_tpu.tools.model_zoo.compare import _within_float32_rounding
+
+    exact = {"loss": torch.tensor(1.0, dtype=torch.float64),
+             "grads": {"w": torch.tensor([1.0, -2.0], dtype=torch.float64)},
+             "params": {"w": torch.tensor([0.5, 0.5], dtype=torch.float64)}}
+    # The CPU's float32 gradient is 0.1 away from float64 (an ill-conditioned network).
+    ref = {"loss": torch.tensor(1.0), "grads": {"w": torch.tensor([1.1, -2.0])},
+           "params": {"w": torch.tensor([0.5, 0.5])}, "float64": exact}
+
+    def judge(grad):
+        return _within_float32_rounding(None, ref, torch.tensor(1.0), {"w": torch.tensor(grad)},
+                                        {"w": torch.tensor([0.5, 0.5])})
+
+    assert judge([0.85, -2.0])         # 0.15 from float64: within twice the CPU's own 0.1
+    assert not judge([1.5, -2.0])      # 0.5 from float64: a device error, not rounding
+    ref["float64"] = None              # a model that cannot run in float64: float32 stands
+    assert not judge([0.85, -2.0])
