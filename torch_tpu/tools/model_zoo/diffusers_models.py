@@ -48,7 +48,7 @@ import torch
 import torch.nn.functional as F
 
 from torch_tpu.tools.model_zoo.inputs import BATCH
-from torch_tpu.tools.model_zoo.zoo_model import ZooModel
+from torch_tpu.tools.model_zoo.zoo_model import ZooModel, named_subclass
 
 NOISE, CONTROL, AUTOENCODING = "noise_prediction", "controlnet", "autoencoding"
 TASKS = (NOISE, AUTOENCODING)
@@ -1153,7 +1153,7 @@ def _flat_tensors(value):
 
 class DiffusersModel(ZooModel):
     """A diffusers module with the inputs of its row in SPECS and its task's loss. Each class
-    gets a subclass of its own name (see `_wrapper_class`), which the zoo's reports show."""
+    gets a subclass of its own name (see `zoo_model.named_subclass`), which the zoo's reports show."""
 
     def __init__(self, inner, spec):
         super().__init__(inner)
@@ -1208,15 +1208,6 @@ class DiffusersModel(ZooModel):
                 loss = loss + sum(r.pow(2).mean() for r in others) / len(others)
             result["loss"] = loss
         return result
-
-
-_WRAPPERS = {}
-
-
-def _wrapper_class(name):
-    if name not in _WRAPPERS:
-        _WRAPPERS[name] = type(name, (DiffusersModel,), {"__module__": __name__})
-    return _WRAPPERS[name]
 
 
 def _diffusers():
@@ -1290,7 +1281,7 @@ def build(entry):
     _perturb_constant_parameters(inner)
     task = TASKS[spec.kind == AUTOENCODING]
     # DualTransformer2DModel is a plain module without a config of its own.
-    return getattr(inner, "config", config), task, _wrapper_class(name)(inner, spec)
+    return getattr(inner, "config", config), task, named_subclass(DiffusersModel, name)(inner, spec)
 
 
 def family(entry):

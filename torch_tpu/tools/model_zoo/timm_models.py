@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from torch_tpu.tools.model_zoo.inputs import BATCH
-from torch_tpu.tools.model_zoo.zoo_model import ZooModel
+from torch_tpu.tools.model_zoo.zoo_model import ZooModel, named_subclass
 
 TASK = "image_classification"
 CLASSES = 10
@@ -207,7 +207,7 @@ def _registered_families(timm):
 
 class TimmModel(ZooModel):
     """A timm classifier on images of its variant's size; each family gets a subclass named for
-    its variant (see `_wrapper_class`), which the zoo's reports show."""
+    its variant (see `zoo_model.named_subclass`), which the zoo's reports show."""
 
     def __init__(self, inner, image):
         super().__init__(inner)
@@ -224,15 +224,6 @@ class TimmModel(ZooModel):
         if labels is not None:
             result["loss"] = F.cross_entropy(logits, labels)
         return result
-
-
-_WRAPPERS = {}
-
-
-def _wrapper_class(name):
-    if name not in _WRAPPERS:
-        _WRAPPERS[name] = type(name, (TimmModel,), {"__module__": __name__})
-    return _WRAPPERS[name]
 
 
 def entries():
@@ -275,7 +266,7 @@ def build(entry):
     _without_randomness(inner)
     _perturb_constant_parameters(inner)
     config = {"variant": variant.name, "image_size": variant.image, **variant.kwargs}
-    return config, TASK, _wrapper_class(variant.name)(inner, variant.image)
+    return config, TASK, named_subclass(TimmModel, variant.name)(inner, variant.image)
 
 
 def family(entry):

@@ -13,3 +13,14 @@ class ZooModel(torch.nn.Module):
 
     def example_inputs(self, seed=0):
         raise NotImplementedError
+
+
+_NAMED = {}
+
+
+def named_subclass(base, name):
+    """A subclass of `base` named `name` (one per name), so that the zoo's reports show each
+    entry's class or variant as the model's class name."""
+    if (base, name) not in _NAMED:
+        _NAMED[base, name] = type(name, (base,), {"__module__": base.__module__})
+    return _NAMED[base, name]
