@@ -6,6 +6,7 @@ Every test runs in each eager mode (`mode`) and fails if an op silently ran on t
 import pytest
 import torch
 import torch.nn.functional as F
+import torch_tpu
 
 from conftest import to_cpu, to_tpu
 
@@ -425,3 +426,71 @@ def test_resizing_uint8_images_rounds_and_saturates_like_cpu(mode, no_fallback, 
         assert actual.dtype == torch.uint8
         difference = (actual.cpu().int() - expected.int()).abs()
         assert difference.max() <= 1 and (difference > 0).float().mean() < 0.02
+
+
+def random_grid(n, h, w, reach=1.3, dtype=torch.float32):
+    """Sampling points spread over [-reach, reach]: some inside the image, some past its edges."""
+    return ((torch.rand(n, h, w, 2) * 2 - 1) * reach).to(dtype)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("interpolation", ["bilinear", "nearest"])
+def test_grid_sample(mode, no_fallback, interpolation, padding_mode, align_corners):
+    # Reflection folds points from well past the edges (up to two periods) back into the image.
+    reach = 2.7 if padding_mode == "reflection" else 1.3
+    x, grid = randn(2, 3, 5, 7), random_grid(2, 4, 6, reach)
+    same_grads(lambda x, grid: F.grid_sample(x, grid, mode=interpolation, padding_mode=padding_mode,
+                                             align_corners=align_corners), x, grid)
+
+
+def test_grid_sample_nearest_rounds_ties_to_even(mode, no_fallback):
+    # With align_corners=False and width 4 these points fall on -0.5, 0.5, 1.5, 2.5 and 3.5 pixels:
+    # -0.5 rounds to pixel 0 (half away from zero would leave the image and read zero) and 3.5 to
+    # pixel 4, outside.
+    values = torch.tensor([-1.0, -0.5, 0.0, 0.5, 1.0])
+    grid = torch.stack(torch.meshgrid(values, values, indexing="xy"), dim=-1)[None]
+    x = torch.arange(1.0, 17.0).reshape(1, 1, 4, 4)
+    same(lambda x, grid: F.grid_sample(x, grid, mode="nearest", align_corners=False), x, grid)
+
+
+def test_grid_sample_gradient_of_the_grid_alone(mode, no_fallback):
+    # A fixed image sampled at learned points (deformable attention's offsets): output_mask asks
+    # for no input gradient.
+    x, grid = randn(2, 4, 6, 5), random_grid(2, 3, 8)
+    grids = [grid.clone().requires_grad_(), grid.to("tpu").requires_grad_()]
+    outs = [F.grid_sample(x.to(g.device), g, align_corners=False) for g in grids]
+    seed = torch.randn_like(outs[0])
+    outs[0].backward(seed)
+    outs[1].backward(seed.to("tpu"))
+    torch.testing.assert_close(outs[1].cpu(), outs[0])
+    torch.testing.assert_close(grids[1].grad.cpu(), grids[0].grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_grid_sample_dtypes(mode, no_fallback, dtype):
+    x, grid = randn(1, 2, 6, 4, dtype=dtype), random_grid(1, 5, 3, dtype=dtype)
+    if dtype == torch.float64:
+        same_grads(lambda x, grid: F.grid_sample(x, grid, padding_mode="border", align_corners=True), x, grid)
+        return
+    # Half types are sampled in f32 and rounded once; CPU's kernels round each step in bf16, so the
+    # reference is CPU's float32 result on the same values, rounded.
+    def run(x, grid):
+        x, grid = x.requires_grad_(), grid.requires_grad_()
+        out = F.grid_sample(x, grid, align_corners=False)
+        out.backward(torch.ones_like(out))
+        return [out, x.grad, grid.grad]
+
+    expected = [t.to(dtype) for t in run(x.float(), grid.float())]
+    actual = run(x.to("tpu"), grid.to("tpu"))
+    for e, a in zip(expected, actual):
+        assert a.dtype == dtype
+        torch.testing.assert_close(a.cpu(), e)
+
+
+@pytest.mark.filterwarnings("ignore:tpu. aten..grid_sampler_2d is not lowered")
+def test_grid_sample_bicubic_still_runs_on_cpu(mode):
+    x, grid = randn(1, 2, 5, 6), random_grid(1, 3, 4)
+    torch_tpu.reset_fallback_counts()
+    same(lambda x, grid: F.grid_sample(x, grid, mode="bicubic", align_corners=False), x, grid)
+    assert any("grid_sampler_2d" in op for op in torch_tpu.fallback_counts())
