@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -64,10 +65,22 @@ class ProgramCache {
   void set_capacity(size_t entries);
   size_t size() const;
 
+  // Whether the process is short of what its programs use besides their entries' count. The
+  // default looks at memory maps: a CPU plugin's executable is JIT code, three maps per object
+  // file and several objects per program, and the kernel caps a process's maps
+  // (vm.max_map_count, 65530 by default). Past that cap the plugin's next compile aborts the
+  // process, long before 4096 entries of large programs fit. Checked every kPressureInterval
+  // inserts; when it says yes, the least recently used quarter of the entries is dropped (a
+  // dropped program is reloaded from the cache directory when it is needed again).
+  using PressureCheck = std::function<bool()>;
+  void set_pressure_check(PressureCheck check);
+  static constexpr size_t kPressureInterval = 64;
+
   struct Counters {
     int64_t memory_hits = 0;
     int64_t disk_hits = 0;
     int64_t misses = 0;
+    int64_t pressure_evictions = 0;  // entries dropped because the pressure check said so
   };
   Counters counters() const;
 
@@ -81,9 +94,12 @@ class ProgramCache {
   std::unordered_map<std::string, Slot> slots_;
   Order order_;  // most recently used first
   size_t capacity_ = 4096;
-  std::atomic<int64_t> memory_hits_{0}, disk_hits_{0}, misses_{0};
+  std::atomic<int64_t> memory_hits_{0}, disk_hits_{0}, misses_{0}, pressure_evictions_{0};
+  PressureCheck under_pressure_;
+  size_t inserts_since_check_ = 0;
 
   void insert_in_memory(const std::string& key, ProgramPtr program);
+  void evict_to(size_t entries);  // holds mutex_
 };
 
 }  // namespace tpu::cache

@@ -46,6 +46,7 @@ py::dict cache_stats() {
   d["writable"] = disk.writable();
   d["max_bytes"] = disk.max_bytes();
   d["memory_entries"] = memory.size();
+  d["memory_pressure_evictions"] = counts.pressure_evictions;
   d["disk_writes"] = disk_counts.writes;
   d["damaged_entries"] = disk_counts.damaged;
   d["evicted_entries"] = disk_counts.evicted;

@@ -139,6 +139,33 @@ TEST(program_cache_evicts_the_least_recently_used_beyond_its_capacity) {
   }
 }
 
+// Under pressure (the process's memory maps near the kernel's cap, faked here) the least recently
+// used quarter goes, checked once every kPressureInterval inserts; without it the capacity rules.
+TEST(program_cache_sheds_a_quarter_under_pressure) {
+  cache::ProgramCache programs;
+  bool pressure = false;
+  int checks = 0;
+  programs.set_pressure_check([&] {
+    ++checks;
+    return pressure;
+  });
+  const int interval = static_cast<int>(cache::ProgramCache::kPressureInterval);
+  for (int i = 0; i < 2 * interval; ++i) programs.insert("k" + std::to_string(i), tagged(i));
+  EXPECT(checks == 2 && programs.size() == static_cast<size_t>(2 * interval));
+  EXPECT(programs.counters().pressure_evictions == 0);
+  EXPECT(programs.find_in_memory("k0"));  // k0 is now the most recently used, k1 the least
+  pressure = true;
+  for (int i = 2 * interval; i < 3 * interval; ++i) programs.insert("k" + std::to_string(i), tagged(i));
+  size_t kept = 3 * interval - 3 * interval / 4;
+  EXPECT(checks == 3 && programs.size() == kept);
+  EXPECT(programs.counters().pressure_evictions == static_cast<int64_t>(3 * interval / 4));
+  EXPECT(!programs.find_in_memory("k1") && programs.find_in_memory("k0"));
+  EXPECT(programs.find_in_memory("k" + std::to_string(3 * interval - 1)));
+  programs.set_pressure_check(nullptr);
+  for (int i = 0; i < 2 * interval; ++i) programs.insert("m" + std::to_string(i), tagged(i));
+  EXPECT(checks == 3 && programs.size() == kept + 2 * interval);
+}
+
 // Threads inserting and looking up the same and their own keys: a lookup sees a whole program made
 // for its key, never another's, and the counters and the bound hold once they are done.
 TEST(program_cache_serves_threads_at_once) {
