@@ -24,7 +24,14 @@ A training step that fails this is judged once more against the CPU's float64 st
 when every tensor is no further from float64 than twice the CPU float32's own distance plus
 that tolerance (networks that amplify rounding, such as batch norm over a few values per
 channel, put the CPU's own float32 gradients percents away from float64); the record then
-says train_judged_by: float64.
+says train_judged_by: float64. A step that fails that too is run once more on tpu in float64,
+in the same mode: it passes when every loss, gradient and updated parameter equals the CPU's
+float64 step within 1e-6 of the tensor's scale and the run took no CPU fallback the float32
+one did not (train_judged_by: float64 on tpu). That is the case of networks that are chaotic
+in float32 (a ReLU input a rounding error from zero flips, batch norm over a few values
+magnifies it): their float32 steps on two correct compilers end apart, their float64 steps
+agree, and a wrong lowering fails both. Native counts and fallbacks are those of the float32
+run.
 
 Selection (`selection`), in two tiers: tier one is a fixed list of widely used model types
 (WIDELY_USED) and then their extra task entries ("bert@question_answering": heads whose ops

@@ -12,7 +12,9 @@ from torch_tpu.tools.model_zoo.libraries import library_of
 def totals(records, modes=MODES):
     """Per mode: attempted, forward_pass, train_pass, native, timeouts (runs stopped at the
     time limit, counted among the failures too), train_judged_by_float64 (training steps that
-    passed against the CPU's float64 step, see compare) and, over the causal LMs the CPU could generate
+    passed as within float32's rounding of the CPU's float64 step, see compare),
+    train_judged_by_float64_on_tpu (steps whose float64 run on tpu equals the CPU's float64
+    step) and, over the causal LMs the CPU could generate
     with, generate_attempted, generate_equal (tokens equal to the CPU's) and generate_tie (first
     different at a near-tie of the CPU's scores); plus not_applicable, per library the entries
     attempted and those not applicable, and per family attempted and the forward passes."""
@@ -30,6 +32,8 @@ def totals(records, modes=MODES):
                      "native": sum(bool(m.get("native")) for m in ran),
                      "timeouts": sum(str(m.get("error") or "").startswith("timeout") for m in ran),
                      "train_judged_by_float64": sum(m.get("train_judged_by") == "float64" for m in ran),
+                     "train_judged_by_float64_on_tpu": sum(m.get("train_judged_by") == "float64 on tpu"
+                                                           for m in ran),
                      "generate_attempted": sum(m.get("generate") is not None for m in ran),
                      "generate_equal": sum(m.get("generate") == "pass" for m in ran),
                      "generate_tie": sum(m.get("generate") == "tie" for m in ran)}
@@ -66,10 +70,13 @@ def markdown(records, modes=MODES, command="python -m torch_tpu.tools.model_zoo"
              "(`F`/`T`: pass, `f`/`t`: fail); `native`: both passed with no CPU fallback; for "
              "causal LMs, greedy generate() with a dynamic and a static cache (`G`: tokens equal "
              "to the CPU's, `G~`: first different at a near-tie of the CPU's scores, `g`: "
-             "different or failed).", "",
+             "different or failed). A training step that missed the float32 tolerance can pass on "
+             "float64's word (see the package's description): `T64` within float32's rounding of "
+             "the CPU's float64 step, `T64d` the same step run on tpu in float64 equal to the "
+             "CPU's float64 step.", "",
              "| mode | attempted | forward pass | train pass | native | of the failures, timeouts | "
-             "generate equal (+ ties) |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             "train passes judged by float64 (CPU rounding / on tpu) | generate equal (+ ties) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
 
     def share(n, of):
         return f"{n} ({100 * n / of:.1f} %)" if of else str(n)
@@ -79,6 +86,7 @@ def markdown(records, modes=MODES, command="python -m torch_tpu.tools.model_zoo"
         lines.append(f"| {mode} | {m['attempted']} | {share(m['forward_pass'], m['attempted'])} | "
                      f"{share(m['train_pass'], m['attempted'])} | {share(m['native'], m['attempted'])} | "
                      f"{m.get('timeouts', 0)} | "
+                     f"{m.get('train_judged_by_float64', 0)} / {m.get('train_judged_by_float64_on_tpu', 0)} | "
                      f"{share(m['generate_equal'], m['generate_attempted'])} + {m['generate_tie']} "
                      f"of {m['generate_attempted']} |")
     lines += ["", f"Entries: {len(records)} ({t['architectures']} architectures, {t['extra_task_entries']} "
@@ -106,7 +114,9 @@ def markdown(records, modes=MODES, command="python -m torch_tpu.tools.model_zoo"
                 continue
             generated = {"pass": " G", "tie": " G~", "fail": " g", None: ""}[m.get("generate")]
             cells.append(("F" if m["forward"] == "pass" else "f") +
-                         ("T" if m["train"] == "pass" else "t") + generated +
+                         ("T" if m["train"] == "pass" else "t") +
+                         {"float64": "64", "float64 on tpu": "64d"}.get(m.get("train_judged_by"), "") +
+                         generated +
                          (" native" if m.get("native") else ""))
             fallbacks |= set(m["fallbacks"])
             compiles.append(str(m["compiles"]))
