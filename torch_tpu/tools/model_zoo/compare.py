@@ -134,6 +134,20 @@ def _within_float32_rounding(model, ref, loss, grads, params):
     return True
 
 
+def _judge_counts():
+    import torch_tpu
+
+    return {"fallbacks": dict(torch_tpu.fallback_counts()),
+            "compiles": int(torch_tpu.metrics().get("compiles", 0))}
+
+
+def _count_difference(after, before):
+    return {"fallbacks": {op: n - before["fallbacks"].get(op, 0)
+                          for op, n in after["fallbacks"].items()
+                          if n != before["fallbacks"].get(op, 0)},
+            "compiles": after["compiles"] - before["compiles"]}
+
+
 def _device_float64_matches(model, ref, mode):
     """Whether the device's training step, run in float64, equals the CPU's float64 step.
 
@@ -458,6 +472,8 @@ def run_mode(model, ref, mode):
     torch_tpu.reset_fallback_counts()
     torch_tpu.reset_metrics()
     errors = []
+    # What the float64 judge's own run adds, left out of the record: it is not the model's run.
+    judge_counts = {"fallbacks": {}, "compiles": 0}
 
     def fail(stage, error):
         line = error if isinstance(error, str) else _first_line(error)
@@ -507,8 +523,11 @@ def run_mode(model, ref, mode):
                                              ref["params"][name])
             if bad and not presence and _within_float32_rounding(model, ref, loss, grads, params):
                 bad, record["train_judged_by"] = None, "float64"
-            if bad and not presence and _device_float64_matches(model, ref, mode):
-                bad, record["train_judged_by"] = None, "float64 on tpu"
+            if bad and not presence:
+                before = _judge_counts()
+                if _device_float64_matches(model, ref, mode):
+                    bad, record["train_judged_by"] = None, "float64 on tpu"
+                judge_counts = _count_difference(_judge_counts(), before)
             verdict("train", bad)
         except Exception as error:  # noqa: BLE001
             fail("train", error)
@@ -519,9 +538,11 @@ def run_mode(model, ref, mode):
         except Exception as error:  # noqa: BLE001
             fail("sync", error)
     record["error"] = errors[0] if errors else None
-    record["fallbacks"] = torch_tpu.fallback_counts()
+    record["fallbacks"] = {op: n - judge_counts["fallbacks"].get(op, 0)
+                           for op, n in torch_tpu.fallback_counts().items()
+                           if n > judge_counts["fallbacks"].get(op, 0)}
     metrics = torch_tpu.metrics()
-    record["compiles"] = int(metrics.get("compiles", 0))
+    record["compiles"] = int(metrics.get("compiles", 0)) - judge_counts["compiles"]
     record["cache_hits"] = int(metrics.get("cache_hits", 0))
     record["native"] = record["forward"] == "pass" and record["train"] == "pass" and \
         not record["fallbacks"]

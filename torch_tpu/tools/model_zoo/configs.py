@@ -105,6 +105,8 @@ _CAPS = {
     # Masks, jitter and dropped layers are drawn at random in training, and the CPU's draws
     # are not the device's.
     "mask_time_prob": 0.0, "mask_feature_prob": 0.0, "router_jitter_noise": 0.0,
+    # VITS samples its latents and durations with noise of these scales.
+    "noise_scale": 0.0, "noise_scale_duration": 0.0,
     "layerdrop": 0.0, "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0,
     "ssm_state_size": 8, "state_size": 8, "time_step_rank": 4, "mamba_d_state": 8,
     "mamba_n_heads": 4, "mamba_d_head": 16, "mamba_n_groups": 1, "mamba_chunk_size": 8,

@@ -306,6 +306,14 @@ def add_extras(model, config, inputs, labels, params, g):
         _token_aligned_audio(config, inputs, g)
     if "input_ids" in inputs and {"duration_labels", "spectrogram_labels"} <= params:
         _speech_targets(config, inputs, params, g)
+    if "noise" in params and "pixel_values" in inputs and isinstance(find(config, "mask_ratio"), float):
+        # A masked autoencoder (ViT-MAE) keeps the patches its noise ranks lowest, drawn on the
+        # model's device unless given: both sides get the CPU's draw.
+        import torch
+
+        pixel_values, patch = inputs["pixel_values"], find(config, "patch_size")
+        patches = (pixel_values.shape[-2] // patch) * (pixel_values.shape[-1] // patch)
+        inputs["noise"] = torch.rand(pixel_values.shape[0], patches, generator=g)
     if _default(model, "sample") is True:
         # A variational codec (VibeVoice's) adds noise to its latents when told to sample; the
         # CPU's draws are not the device's, so both run on the mean, as with dropout off.
