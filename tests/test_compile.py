@@ -439,3 +439,14 @@ def test_compiled_backward_leaves_the_autograd_thread_following_the_caller():
         linear(torch.randn(2, 4, device="tpu")).sum().backward()
         linear.weight.grad.sum().item()
         assert torch_tpu.metrics()["flush_reasons"] == {"host access": 1}
+
+
+def test_compile_failure_names_the_node_that_failed_not_the_first_of_its_op():
+    # Two comparisons; only the second (with a complex number) has no lowering.
+    torch_tpu.set_fallback_error(True)
+    try:
+        f = torch.compile(lambda a, z: ((a == 1).float().sum(), z == 1j), backend="tpu")
+        with pytest.raises(Exception, match="FX node 'eq_1'"):
+            f(torch.ones(3, device="tpu"), torch.ones(3, dtype=torch.complex64, device="tpu"))
+    finally:
+        torch_tpu.set_fallback_error(False)

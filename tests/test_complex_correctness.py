@@ -63,6 +63,13 @@ COMPLEX_ARITHMETIC = {
     "div_by_real": lambda a, b, r: a / r,
     "real_by_complex": lambda a, b, r: r / a,
     "sgn": lambda a, b, r: torch.sgn(a * (r > 0)),  # zeros among the values
+    # Complex Python numbers are runtime parameters, as real ones are.
+    "times_i": lambda a, b, r: a * 1j,
+    "real_times_number": lambda a, b, r: r * (2 - 1j),
+    "complex_alpha": lambda a, b, r: torch.add(a, b, alpha=2 - 1j),
+    "where": lambda a, b, r: torch.where(r > 0, a, b),
+    "where_number": lambda a, b, r: torch.where(r > 0, a, 3j),
+    "masked_fill_number": lambda a, b, r: a.masked_fill(r > 0, 0.5 - 2j),
 }
 
 
@@ -75,6 +82,17 @@ def test_complex_arithmetic_runs_on_the_device(mode, name, no_fallback):
     got = fn(a.to("tpu"), b.to("tpu"), r.to("tpu"))
     assert got.dtype == want.dtype
     torch.testing.assert_close(to_cpu(got), want)
+
+
+def test_a_complex_number_with_a_real_result_matches_cpu(mode):
+    # Keeping the real part of 1j would compare with 0: the CPU path compares the whole number.
+    a = complex_sample(4, seed=6)
+    a[1] = 1j
+    assert torch.equal(to_cpu(a.to("tpu") == 1j), a == 1j)
+    with pytest.raises(RuntimeError, match="cannot be converted"):
+        torch.zeros(3).fill_(1j)
+    with pytest.raises(RuntimeError, match="cannot be converted"):
+        to_cpu(torch.zeros(3, device="tpu").fill_(1j))
 
 
 class RotaryProjection(torch.nn.Module):

@@ -75,12 +75,20 @@ _GENERATED_LINE = re.compile(r"\(at (<eval_with_key>.*?):(\d+)\)")
 _ATEN_OP = re.compile(r"aten::(\w+)")
 
 
-def _failing_node(graph_module, message):
-    """The FX node the error message points at: by its generated line, else by its op's name."""
+def _failing_node(graph_module, message, error=None):
+    """The FX node the error points at: by the graph's generated line that raised it (in its
+    traceback, or named in its message), else by its op's name (the first node of that op)."""
+    import linecache
+    import traceback
+
+    generated = graph_module.forward.__code__.co_filename
+    frames = traceback.extract_tb(error.__traceback__) if error is not None else []
+    line = next((f.lineno for f in reversed(frames) if f.filename == generated), None)
     match = _GENERATED_LINE.search(message)
-    if match is not None:
-        import linecache
-        source = linecache.getline(match.group(1), int(match.group(2))).strip()
+    if line is None and match is not None:
+        generated, line = match.group(1), int(match.group(2))
+    if line is not None:
+        source = linecache.getline(generated, line).strip()
         assigned = source.split("=", 1)[0].split(":")[0].strip() if "=" in source else None
         for node in graph_module.graph.nodes:
             if node.name == assigned:
@@ -96,7 +104,7 @@ def _failing_node(graph_module, message):
 
 def _describe_failure(graph_module, graph_name, error):
     message = str(error)
-    node = _failing_node(graph_module, message)
+    node = _failing_node(graph_module, message, error)
     where = f"FX node '{node.name}' ({node.target})" if node is not None else "a node"
     return CompileError(
         f"torch.compile(backend='tpu'): {where} of {graph_name} could not be lowered or compiled: "

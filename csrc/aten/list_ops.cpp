@@ -77,7 +77,8 @@ bool ListCall::add_tensor(const at::Tensor& t) {
 
 bool ListCall::add_number(const c10::Scalar& s) {
   std::optional<exec::RuntimeNumber> number = runtime_number(s);
-  if (!number) return false;
+  // The list lowerings compute in real dtypes only; complex numbers take the CPU path.
+  if (!number || number->dtype == DType::C128) return false;
   Arg arg;
   arg.kind = Arg::Kind::Number;
   arg.weak = true;

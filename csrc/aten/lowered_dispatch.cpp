@@ -12,6 +12,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -234,6 +235,10 @@ class CallBuilder {
   const at::Tensor& flag() const { return flag_; }
   exec::OpCall take_call() { return std::move(call_); }
   int device() const { return device_ < 0 ? current_device() : device_; }
+  bool has_complex_number() const {
+    return std::any_of(call_.numbers.begin(), call_.numbers.end(),
+                       [](const exec::RuntimeNumber& n) { return n.dtype == DType::C128; });
+  }
 
  private:
   void append_meta_key(const Arg& arg, long out_index) {
@@ -419,6 +424,13 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     auto computed = run_meta(op, builder.meta_stack(), torch::jit::last(*stack, num_args), adapter);
     if (!computed) return false;
     shapes = meta_cache().insert(builder.meta_key(), std::move(*computed));
+  }
+  // A complex number reaches only lowerings with a complex result, which convert it to that
+  // dtype. With a real result (x == 1j, fill_ of a real tensor with 1j) a lowering would keep
+  // its real part where the CPU compares the whole number or raises: the CPU path decides.
+  if (builder.has_complex_number() &&
+      std::none_of(shapes->begin(), shapes->end(), [](const ResultShape& s) { return s.defined && at::isComplexType(s.dtype); })) {
+    return false;
   }
   std::vector<c10::IValue> results;
   try {

@@ -17,6 +17,11 @@ std::optional<exec::RuntimeNumber> runtime_number(const c10::Scalar& s) {
   } else if (s.isIntegral(false)) {
     number.dtype = DType::I64;
     number.i = s.toLong();
+  } else if (s.isComplex()) {
+    c10::complex<double> value = s.toComplexDouble();
+    number.dtype = DType::C128;
+    number.f = value.real();
+    number.imag = value.imag();
   } else {
     return std::nullopt;
   }

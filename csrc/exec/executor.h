@@ -115,9 +115,10 @@ struct TensorView {
 
 // A number passed to the program at run time: never part of the program's key.
 struct RuntimeNumber {
-  DType dtype = DType::F64;  // F64, I64 or Bool
+  DType dtype = DType::F64;  // F64, I64, Bool or C128 (f the real part, imag the imaginary)
   double f = 0;
   int64_t i = 0;
+  double imag = 0;
 };
 
 struct PaddingPlan;

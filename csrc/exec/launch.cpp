@@ -134,10 +134,11 @@ cache::ProgramPtr compile_once(const std::string& key, const std::function<cache
 // Rank-0 buffers for runtime numbers, reused: most calls pass the same few values (alpha=1, ...).
 runtime::BufferPtr number_buffer(const RuntimeNumber& number, int device) {
   static std::mutex mutex;
-  static std::map<std::tuple<int, int, int64_t>, runtime::BufferPtr> buffers;
-  int64_t bits = number.i;
-  if (number.dtype == DType::F64) std::memcpy(&bits, &number.f, sizeof bits);
-  auto key = std::make_tuple(device, static_cast<int>(number.dtype), bits);
+  static std::map<std::tuple<int, int, int64_t, int64_t>, runtime::BufferPtr> buffers;
+  int64_t bits = number.i, imag_bits = 0;
+  if (number.dtype == DType::F64 || number.dtype == DType::C128) std::memcpy(&bits, &number.f, sizeof bits);
+  if (number.dtype == DType::C128) std::memcpy(&imag_bits, &number.imag, sizeof imag_bits);
+  auto key = std::make_tuple(device, static_cast<int>(number.dtype), bits, imag_bits);
   std::lock_guard<std::mutex> lock(mutex);
   auto it = buffers.find(key);
   if (it != buffers.end()) return it->second;
@@ -146,6 +147,9 @@ runtime::BufferPtr number_buffer(const RuntimeNumber& number, int device) {
   auto& client = runtime::Client::get();
   if (number.dtype == DType::F64) {
     buffer = client.from_host(&number.f, {DType::F64, {}}, device);
+  } else if (number.dtype == DType::C128) {
+    const double parts[2] = {number.f, number.imag};
+    buffer = client.from_host(parts, {DType::C128, {}}, device);
   } else if (number.dtype == DType::Bool) {
     bool value = number.i != 0;
     buffer = client.from_host(&value, {DType::Bool, {}}, device);

@@ -303,7 +303,7 @@ TPU_LOWERING("ge", lower_compare<kGe>);
 
 // where(condition, self, other)
 std::vector<Value> lower_where(Context& ctx) {
-  ElementwiseResult r = result_of(ctx);
+  ElementwiseResult r = complex_closed_result_of(ctx);
   Value condition = operand_as(ctx, 0, DType::Bool, r.dims);
   Value x = operand_as(ctx, 1, r.dtype, r.dims), y = operand_as(ctx, 2, r.dtype, r.dims);
   return {ctx.b.select(condition, x, y)};
@@ -312,7 +312,7 @@ TPU_LOWERING("where", lower_where);
 
 // masked_fill(self, mask, value)
 std::vector<Value> lower_masked_fill(Context& ctx) {
-  ElementwiseResult r = result_of(ctx);
+  ElementwiseResult r = complex_closed_result_of(ctx);
   Value mask = operand_as(ctx, 1, DType::Bool, r.dims);
   Value fill = operand_as(ctx, 2, r.dtype, r.dims), x = operand_as(ctx, 0, r.dtype, r.dims);
   return {ctx.b.select(mask, fill, x)};
