@@ -428,6 +428,25 @@ def test_resizing_uint8_images_rounds_and_saturates_like_cpu(mode, no_fallback, 
         assert difference.max() <= 1 and (difference > 0).float().mean() < 0.02
 
 
+@pytest.mark.parametrize("options", [dict(scale_factor=2, mode="bilinear", align_corners=True),
+                                     dict(size=(9, 4), mode="bilinear"),
+                                     dict(scale_factor=1.7, mode="bicubic"),
+                                     dict(size=(11, 13), mode="bicubic", align_corners=True)],
+                         ids=["bilinear_corners", "bilinear_size", "bicubic_scale", "bicubic_corners"])
+def test_float64_resizing_weighs_in_float64_like_cpu(mode, no_fallback, options):
+    # CPU computes a float64 image's positions and weights in float64: float32 weights would be
+    # 1e-8 off, which a network's float64 check (and anything ill-conditioned after it) sees.
+    x = torch.randn(2, 3, 5, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    x.requires_grad_()
+    expected = F.interpolate(x, **options)
+    expected_grad, = torch.autograd.grad(expected.square().sum(), x)
+    on_tpu = x.detach().to("tpu").requires_grad_()
+    actual = F.interpolate(on_tpu, **options)
+    actual_grad, = torch.autograd.grad(actual.square().sum(), on_tpu)
+    torch.testing.assert_close(actual.cpu(), expected, atol=1e-13, rtol=1e-13)
+    torch.testing.assert_close(actual_grad.cpu(), expected_grad, atol=1e-12, rtol=1e-12)
+
+
 def random_grid(n, h, w, reach=1.3, dtype=torch.float32):
     """Sampling points spread over [-reach, reach]: some inside the image, some past its edges."""
     return ((torch.rand(n, h, w, 2) * 2 - 1) * reach).to(dtype)

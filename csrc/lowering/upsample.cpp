@@ -3,7 +3,8 @@
 //
 // Every mode is separable: along each spatial dim an output position reads a few input positions
 // (1 for nearest, 2 for linear, 4 for cubic) with weights. Positions and weights are computed in
-// the program, in f32 as PyTorch's CPU kernels do, from an iota and the scale, which is a runtime
+// the program, as PyTorch's CPU kernels do them (in f64 for a linear or cubic f64 input, else in
+// f32), from an iota and the scale, which is a runtime
 // number when the caller gave scale factors. The forward gathers dim by dim from the innermost
 // out, which is also the order in which PyTorch's kernels combine the taps; the backward
 // scatter-adds the weighted gradient through the same taps.
@@ -21,26 +22,35 @@ enum class Kind { Nearest, NearestExact, Linear, Cubic };
 
 struct Taps {
   std::vector<Value> positions;  // i64 [out]
-  std::vector<Value> weights;    // f32 [out]; empty for nearest
+  std::vector<Value> weights;    // [out] in the taps' dtype; empty for nearest
 };
 
-// The f32 scale PyTorch uses for one dim: input / output, or 1 / scale_factor when one was given
-// (and is positive); with align_corners, (in - 1) / (out - 1).
-Value scale_of(Context& ctx, size_t scale_index, int64_t in, int64_t out, bool align_corners) {
+// a / b rounded as the division in `dtype` (f32 or f64) rounds it.
+double quotient_in(DType dtype, int64_t a, int64_t b) {
+  if (dtype == DType::F64) return static_cast<double>(a) / static_cast<double>(b);
+  return static_cast<float>(a) / static_cast<float>(b);
+}
+
+// The scale PyTorch uses for one dim, in `dtype`: input / output, or 1 / scale_factor when one
+// was given (and is positive); with align_corners, (in - 1) / (out - 1).
+Value scale_of(Context& ctx, size_t scale_index, int64_t in, int64_t out, bool align_corners, DType dtype) {
   Builder& b = ctx.b;
   if (align_corners) {
-    return b.constant(out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f, DType::F32);
+    return b.constant(out > 1 ? quotient_in(dtype, in - 1, out - 1) : 0.0, dtype);
   }
-  Value fallback = b.constant(static_cast<float>(in) / static_cast<float>(out), DType::F32);
+  Value fallback = b.constant(quotient_in(dtype, in, out), dtype);
   if (!ctx.has(scale_index) || ctx.arg(scale_index).kind != Arg::Kind::Number) return fallback;
   Value s = b.convert(ctx.arg(scale_index).value, DType::F64);
-  Value inverse = b.convert(b.div(b.constant(1.0, DType::F64), s), DType::F32);
+  Value inverse = b.convert(b.div(b.constant(1.0, DType::F64), s), dtype);
   return b.select(b.compare(s, b.constant(0.0, DType::F64), "GT"), inverse, fallback);
 }
 
-Taps taps_for(Context& ctx, Kind kind, int64_t in, int64_t out, bool align_corners, size_t scale_index) {
+// `dtype`: what positions and weights are computed in; nearest modes always use f32.
+Taps taps_for(Context& ctx, Kind kind, int64_t in, int64_t out, bool align_corners, size_t scale_index,
+              DType dtype) {
   Builder& b = ctx.b;
-  TensorType it{DType::I64, {out}}, ft{DType::F32, {out}};
+  if (kind == Kind::Nearest || kind == Kind::NearestExact) dtype = DType::F32;
+  TensorType it{DType::I64, {out}}, ft{dtype, {out}};
   Value index = b.iota(it, 0);
   Value last = b.full(static_cast<double>(in - 1), it);
   Taps taps;
@@ -52,8 +62,9 @@ Taps taps_for(Context& ctx, Kind kind, int64_t in, int64_t out, bool align_corne
     taps.positions.push_back(b.op1("stablehlo.shift_right_arithmetic", {index, b.full(1, it)}, it));
     return taps;
   }
-  Value scale = b.broadcast_to(scale_of(ctx, scale_index, in, out, align_corners && kind >= Kind::Linear), {out});
-  Value dst = b.convert(index, DType::F32);
+  Value scale = b.broadcast_to(scale_of(ctx, scale_index, in, out, align_corners && kind >= Kind::Linear, dtype),
+                               {out});
+  Value dst = b.convert(index, dtype);
   if (kind == Kind::Nearest || kind == Kind::NearestExact) {
     if (kind == Kind::NearestExact) dst = b.add(dst, b.full(0.5, ft));
     Value src = b.convert(b.unary("stablehlo.floor", b.mul(dst, scale)), DType::I64);
@@ -65,7 +76,7 @@ Taps taps_for(Context& ctx, Kind kind, int64_t in, int64_t out, bool align_corne
   if (kind == Kind::Linear && !align_corners) real = b.max(real, b.zeros(ft));
   // guard_index_and_lambda: the tap left of the source position, and the fraction past it.
   Value base = b.min(b.convert(b.unary("stablehlo.floor", real), DType::I64), last);
-  Value lambda = b.sub(real, b.convert(base, DType::F32));
+  Value lambda = b.sub(real, b.convert(base, dtype));
   lambda = b.min(b.max(lambda, b.zeros(ft)), b.full(1.0, ft));
   if (kind == Kind::Linear) {
     Value next = b.select(b.compare(base, last, "LT"), b.add(base, b.full(1, it)), base);
@@ -130,7 +141,8 @@ std::vector<Value> lower_upsample(Context& ctx) {
   for (int64_t s = spatial - 1; s >= 0; --s) {
     int64_t dim = rank - spatial + s;
     int64_t in = b.dims(x)[dim];
-    Taps taps = taps_for(ctx, kind, in, out_sizes[s], layout.align_corners, layout.scale_index + s);
+    Taps taps = taps_for(ctx, kind, in, out_sizes[s], layout.align_corners, layout.scale_index + s,
+                         acc == DType::F64 ? DType::F64 : DType::F32);
     if (!weighted) {
       x = gather_along(b, x, dim, taps.positions[0]);
       continue;
@@ -168,7 +180,8 @@ std::vector<Value> lower_upsample_backward(Context& ctx) {
   for (int64_t s = 0; s < spatial; ++s) {
     int64_t dim = rank - spatial + s;
     int64_t in = in_sizes[dim];
-    Taps taps = taps_for(ctx, kind, in, out_sizes[s], layout.align_corners, layout.scale_index + s);
+    Taps taps = taps_for(ctx, kind, in, out_sizes[s], layout.align_corners, layout.scale_index + s,
+                         acc == DType::F64 ? DType::F64 : DType::F32);
     Dims target_dims = b.dims(grad);
     target_dims[dim] = in;
     Value target = b.zeros({acc, target_dims});
