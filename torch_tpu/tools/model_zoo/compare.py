@@ -238,7 +238,9 @@ def build(model_type):
     import transformers
 
     if library_of(model_type) != "transformers":
-        return build_from_library(model_type)
+        config, task, model = build_from_library(model_type)
+        _without_dropout(model)
+        return config, task, model
     model_type, task, class_name = head_of(model_type)
     if task is None or class_name is None:
         raise NotApplicable(f"{model_type} has no head for {task or 'any task of the zoo'}")
@@ -261,7 +263,19 @@ def build(model_type):
         raise NotApplicable("model from small config: " + _first_line(error)) from None
     model = model.to(torch.float32)
     _perturb_constant_parameters(model)
+    _without_dropout(model)
     return config, task, model
+
+
+def _without_dropout(model):
+    """Dropout layers whose rate a module hard-codes (DPT's auxiliary head: 0.1), which no config
+    turns off, get rate 0: the CPU's random draws are not the device's, and the configs' own
+    dropout rates are set to 0 for the same reason."""
+    import torch
+
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+            module.p = 0.0
 
 
 def _bind_block_mask(cls):
