@@ -88,7 +88,8 @@ def test_totals_and_table_count_what_the_records_say():
     records = [
         {"arch": "a", "status": "attempted", "family": "decoder-only", "task": "causal_lm",
          "seconds": 2.0, "modes": {"strict": dict(_mode("pass", "pass"), generate="pass",
-                                                  train_judged_by="float64 on tpu"),
+                                                  train_judged_by="float64 on tpu",
+                                                  forward_judged_by="float64 on tpu"),
                                    "compiled": dict(_mode("pass", "fail", error="train: boom"),
                                                     generate="tie")}},
         {"arch": "b", "status": "attempted", "family": "vision", "task": "image_classification",
@@ -118,19 +119,21 @@ def test_totals_and_table_count_what_the_records_say():
     # A run stopped at the time limit is a failure, and counted apart as a timeout too.
     assert t["strict"] == {"attempted": 5, "forward_pass": 4, "train_pass": 3, "native": 2,
                            "timeouts": 1, "train_judged_by_float64": 1,
-                           "train_judged_by_float64_on_tpu": 1, "generate_attempted": 1, "generate_equal": 1,
+                           "train_judged_by_float64_on_tpu": 1, "forward_judged_by_float64_on_tpu": 1,
+                           "generate_attempted": 1, "generate_equal": 1,
                            "generate_tie": 0}
     assert t["compiled"] == {"attempted": 5, "forward_pass": 4, "train_pass": 3, "native": 3,
                              "timeouts": 0, "train_judged_by_float64": 0,
-                             "train_judged_by_float64_on_tpu": 0, "generate_attempted": 1, "generate_equal": 0,
+                             "train_judged_by_float64_on_tpu": 0, "forward_judged_by_float64_on_tpu": 0,
+                             "generate_attempted": 1, "generate_equal": 0,
                              "generate_tie": 1}
     assert t["families"]["vision"] == {"attempted": 2, "forward_pass": {"strict": 1, "compiled": 1}}
     table = zoo.markdown(records, ["strict", "compiled"])
-    assert "| strict | 5 | 4 (80.0 %) | 3 (60.0 %) | 2 (40.0 %) | 1 | 1 / 1 | 1 (100.0 %) + 0 of 1 |" in table
-    assert "| compiled | 5 | 4 (80.0 %) | 3 (60.0 %) | 3 (60.0 %) | 0 | 0 / 0 | 0 (0.0 %) + 1 of 1 |" in table
+    assert "| strict | 5 | 4 (80.0 %) | 3 (60.0 %) | 2 (40.0 %) | 1 | 1 | 1 / 1 | 1 (100.0 %) + 0 of 1 |" in table
+    assert "| compiled | 5 | 4 (80.0 %) | 3 (60.0 %) | 3 (60.0 %) | 0 | 0 | 0 / 0 | 0 (0.0 %) + 1 of 1 |" in table
     assert "not applicable per library: timm 1 (50.0 %), transformers 1 (25.0 %)" in table
     row_a = next(line for line in table.splitlines() if line.startswith("| a |"))
-    assert "FT64d G native" in row_a and "Ft G~" in row_a
+    assert "F64dT64d G native" in row_a and "Ft G~" in row_a
     row_b = next(line for line in table.splitlines() if line.startswith("| b |"))
     assert "FT" in row_b and "ft" in row_b and "aten::foo" in row_b and "[aten::bar.x]" in row_b
     assert "| c | audio | needs a file |" in table
@@ -238,9 +241,10 @@ class _SkewedOnTpu(torch.nn.Module):
 
 
 @pytest.mark.parametrize("mode", ["strict", "defer_and_fuse", "compiled"])
-def test_float64_on_tpu_passes_a_right_step_and_fails_a_wrong_one(mode, monkeypatch):
+def test_float64_on_tpu_passes_a_right_forward_and_step_and_fails_wrong_ones(mode, monkeypatch):
     import torch_tpu
-    from torch_tpu.tools.model_zoo.compare import _device_float64_matches, _eager_mode_for
+    from torch_tpu.tools.model_zoo.compare import (_device_float64_forward_matches, _device_float64_matches,
+                                                   _eager_mode_for)
 
     def judge(model):
         ref = {"inputs": {"x": torch.randn(2, 4, generator=torch.Generator().manual_seed(1))},
@@ -248,10 +252,16 @@ def test_float64_on_tpu_passes_a_right_step_and_fails_a_wrong_one(mode, monkeypa
         with torch_tpu.eager_mode(_eager_mode_for(mode)):
             return _device_float64_matches(model, ref, mode)
 
-    assert judge(_SkewedOnTpu(0.0))
+    def judge_forward(model):
+        ref = {"inputs": {"x": torch.randn(2, 4, generator=torch.Generator().manual_seed(1))}}
+        with torch_tpu.eager_mode(_eager_mode_for(mode)):
+            return _device_float64_forward_matches(model, ref, mode)
+
+    assert judge(_SkewedOnTpu(0.0)) and judge_forward(_SkewedOnTpu(0.0))
     # 1e-4 on values of order one is far below float32's tolerance but not float64's.
-    assert not judge(_SkewedOnTpu(1e-4))
+    assert not judge(_SkewedOnTpu(1e-4)) and not judge_forward(_SkewedOnTpu(1e-4))
     # A step that passes only because its float64 run took the CPU fallback is not judged right.
-    calls = iter([{}, {"aten::relu": 1}])
+    calls = iter([{}, {"aten::relu": 1}, {}, {"aten::relu": 1}])
     monkeypatch.setattr(torch_tpu, "fallback_counts", lambda: next(calls))
     assert not judge(_SkewedOnTpu(0.0))
+    assert not judge_forward(_SkewedOnTpu(0.0))

@@ -30,8 +30,11 @@ float64 step within 1e-6 of the tensor's scale and the run took no CPU fallback 
 one did not (train_judged_by: float64 on tpu). That is the case of networks that are chaotic
 in float32 (a ReLU input a rounding error from zero flips, batch norm over a few values
 magnifies it): their float32 steps on two correct compilers end apart, their float64 steps
-agree, and a wrong lowering fails both. Native counts and fallbacks are those of the float32
-run.
+agree, and a wrong lowering fails both. A forward that misses its tolerance is judged the
+same way (forward_judged_by: float64 on tpu): near ties that decide a discrete choice (the
+queries a detector keeps by top-k, a depth's reciprocal near zero) fall differently under two
+float32 compilers and the same way in float64. Native counts, fallbacks and compile counts are
+those of the float32 run.
 
 Selection (`selection`), in two tiers: tier one is a fixed list of widely used model types
 (WIDELY_USED) and then their extra task entries ("bert@question_answering": heads whose ops

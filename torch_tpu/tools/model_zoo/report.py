@@ -14,7 +14,7 @@ def totals(records, modes=MODES):
     time limit, counted among the failures too), train_judged_by_float64 (training steps that
     passed as within float32's rounding of the CPU's float64 step, see compare),
     train_judged_by_float64_on_tpu (steps whose float64 run on tpu equals the CPU's float64
-    step) and, over the causal LMs the CPU could generate
+    step), forward_judged_by_float64_on_tpu (the same for forwards) and, over the causal LMs the CPU could generate
     with, generate_attempted, generate_equal (tokens equal to the CPU's) and generate_tie (first
     different at a near-tie of the CPU's scores); plus not_applicable, per library the entries
     attempted and those not applicable, and per family attempted and the forward passes."""
@@ -34,6 +34,8 @@ def totals(records, modes=MODES):
                      "train_judged_by_float64": sum(m.get("train_judged_by") == "float64" for m in ran),
                      "train_judged_by_float64_on_tpu": sum(m.get("train_judged_by") == "float64 on tpu"
                                                            for m in ran),
+                     "forward_judged_by_float64_on_tpu": sum(m.get("forward_judged_by") == "float64 on tpu"
+                                                             for m in ran),
                      "generate_attempted": sum(m.get("generate") is not None for m in ran),
                      "generate_equal": sum(m.get("generate") == "pass" for m in ran),
                      "generate_tie": sum(m.get("generate") == "tie" for m in ran)}
@@ -73,10 +75,11 @@ def markdown(records, modes=MODES, command="python -m torch_tpu.tools.model_zoo"
              "different or failed). A training step that missed the float32 tolerance can pass on "
              "float64's word (see the package's description): `T64` within float32's rounding of "
              "the CPU's float64 step, `T64d` the same step run on tpu in float64 equal to the "
-             "CPU's float64 step.", "",
+             "CPU's float64 step; `F64d` likewise for a forward.", "",
              "| mode | attempted | forward pass | train pass | native | of the failures, timeouts | "
-             "train passes judged by float64 (CPU rounding / on tpu) | generate equal (+ ties) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "forward passes judged by float64 on tpu | train passes judged by float64 (CPU "
+             "rounding / on tpu) | generate equal (+ ties) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
 
     def share(n, of):
         return f"{n} ({100 * n / of:.1f} %)" if of else str(n)
@@ -86,6 +89,7 @@ def markdown(records, modes=MODES, command="python -m torch_tpu.tools.model_zoo"
         lines.append(f"| {mode} | {m['attempted']} | {share(m['forward_pass'], m['attempted'])} | "
                      f"{share(m['train_pass'], m['attempted'])} | {share(m['native'], m['attempted'])} | "
                      f"{m.get('timeouts', 0)} | "
+                     f"{m.get('forward_judged_by_float64_on_tpu', 0)} | "
                      f"{m.get('train_judged_by_float64', 0)} / {m.get('train_judged_by_float64_on_tpu', 0)} | "
                      f"{share(m['generate_equal'], m['generate_attempted'])} + {m['generate_tie']} "
                      f"of {m['generate_attempted']} |")
@@ -114,6 +118,7 @@ def markdown(records, modes=MODES, command="python -m torch_tpu.tools.model_zoo"
                 continue
             generated = {"pass": " G", "tie": " G~", "fail": " g", None: ""}[m.get("generate")]
             cells.append(("F" if m["forward"] == "pass" else "f") +
+                         ("64d" if m.get("forward_judged_by") else "") +
                          ("T" if m["train"] == "pass" else "t") +
                          {"float64": "64", "float64 on tpu": "64d"}.get(m.get("train_judged_by"), "") +
                          generated +
