@@ -143,6 +143,9 @@ _LISTS = {
 # Numbers set to these values whatever the default: the labels make_inputs draws for a
 # classification head are below NUM_LABELS.
 _FIXED = {"num_labels": NUM_LABELS, "tie_word_embeddings": True}
+# Training-time random augmentations (DINOv3-style rotary coordinates shifted, jittered and
+# rescaled at random), turned off (None) like dropout: the CPU's draws are not the device's.
+_RANDOM_AUGMENTATIONS = {"pos_embed_shift", "pos_embed_jitter", "pos_embed_rescale"}
 
 
 def _stage_widths(stages):
@@ -287,6 +290,8 @@ def _small_value(key, value, plan):
         if value > floor:
             return plan.resolve(small, value)
     number = isinstance(value, (int, float))
+    if number and key in _RANDOM_AUGMENTATIONS:
+        return None
     if number and key in _CAPS:
         return min(value, _CAPS[key])
     if number and key in _FIXED:
