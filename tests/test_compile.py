@@ -450,3 +450,9 @@ def test_compile_failure_names_the_node_that_failed_not_the_first_of_its_op():
             f(torch.ones(3, device="tpu"), torch.ones(3, dtype=torch.complex64, device="tpu"))
     finally:
         torch_tpu.set_fallback_error(False)
+    # The failed graph's capture is closed: later fused ops compile a graph of their own.
+    torch_tpu.reset_metrics()
+    with torch_tpu.eager_mode("defer_and_fuse"):
+        torch.testing.assert_close((torch.arange(13.0, device="tpu").sin() * 3 + 1).cpu(),
+                                   torch.arange(13.0).sin() * 3 + 1)
+    assert torch_tpu.metrics()["compiles_fused_graph"] + torch_tpu.metrics()["cache_hits"] >= 1

@@ -175,6 +175,13 @@ class _GraphRunner:
                 else:
                     self.replays[signature] = (replay, [None if isinstance(o, torch.Tensor) else o for o in outputs])
         except (RuntimeError, NotImplementedError) as error:
+            if capture:
+                # Close the capture the failed graph opened: left open, it would take in this
+                # thread's later eager ops.
+                try:
+                    _C._end_capture([], [])
+                except (RuntimeError, NotImplementedError):
+                    pass
             if isinstance(error, torch.OutOfMemoryError):
                 raise
             raise _describe_failure(self.graph_module, self.name, error) from error
