@@ -60,10 +60,10 @@ def elementwise_mismatch(name, actual, expected, rtol=FORWARD_RTOL, atol=FORWARD
     return None
 
 
-def scaled_mismatch(name, actual, expected, rtol=GRAD_RTOL, atol=GRAD_ATOL):
+def scaled_mismatch(name, actual, expected, rtol=GRAD_RTOL, atol=GRAD_ATOL, in_float64=False):
     """None when max |actual - expected| <= rtol * max |expected| + atol, else a reason."""
-    actual = actual.detach().cpu().float()
-    expected = expected.detach().float()
+    actual = actual.detach().cpu().double() if in_float64 else actual.detach().cpu().float()
+    expected = expected.detach().double() if in_float64 else expected.detach().float()
     if actual.shape != expected.shape:
         return f"{name}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
     if expected.numel() == 0:
@@ -158,16 +158,8 @@ def _add_counts(a, b):
 def _within_float64(pairs):
     """Whether every (actual, expected) pair agrees within FLOAT64_RTOL of the expected
     tensor's scale plus FLOAT64_ATOL."""
-    for actual, expected in pairs:
-        actual, expected = actual.detach().cpu().double(), expected.detach().double()
-        if actual.shape != expected.shape:
-            return False
-        if expected.numel() == 0:
-            continue
-        diff = (actual - expected).abs().max().item()
-        if not diff <= FLOAT64_RTOL * expected.abs().max().item() + FLOAT64_ATOL:
-            return False
-    return True
+    return all(scaled_mismatch("", actual, expected, FLOAT64_RTOL, FLOAT64_ATOL, in_float64=True) is None
+               for actual, expected in pairs)
 
 
 def _device_float64_forward_matches(model, ref, mode):
