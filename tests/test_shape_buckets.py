@@ -19,6 +19,7 @@ from conftest import to_cpu, to_tpu
 # jump and revisit a bucket. Sizes that only ever jump get no room in their storages (their uploads
 # look like weights of several widths), so they would run exact programs and test no padding.
 LENGTHS = [*range(5, 20), 30, 12, 31]
+MODE_NUMBER = {"debug": 0, "strict": 1, "defer_and_fuse": 2}  # sizes no other mode's programs have
 
 
 def same_over_lengths(fn, make_inputs, lengths=LENGTHS):
@@ -197,12 +198,75 @@ def test_compiled_attention_over_growing_lengths_compiles_per_bucket(mode):
     compiled = torch.compile(attend, backend="tpu", dynamic=True)
     w = torch.randn(4, 12, generator=torch.Generator().manual_seed(0))
     torch_tpu.reset_metrics()
-    lengths = range(3 + {"debug": 0, "strict": 1, "defer_and_fuse": 2}[mode], 34, 3)  # no other mode's programs
+    lengths = range(3 + MODE_NUMBER[mode], 34, 3)  # no other mode's programs
     for n in lengths:
         x = seeded(n, (n, 4))[0]
         torch.testing.assert_close(compiled(x.to("tpu"), w.to("tpu")).cpu(), attend(x, w), msg=f"length {n}")
     # One exact program for the first length, then one per bucket (4, 8, 16, 32, 64).
     assert torch_tpu.metrics()["compiles_compiled_graph"] <= 6
+
+
+def test_a_compiled_graph_taking_views_of_a_longer_upload_compiles_once_per_bucket(mode):
+    # A training step uploads L + 1 token ids and passes ids[:, :-1] to the compiled model. At a
+    # bucket's own length (32, uploaded as 33) the view and its storage would fall in different
+    # buckets; the runner copies such a view out, so that length runs its bucket's program.
+    width = 3 + MODE_NUMBER[mode]
+    table = torch.randn(64, width, generator=torch.Generator().manual_seed(0))
+
+    def step(ids, table):
+        return torch.tanh(F.embedding(ids, table)).sum(-1).cumsum(-1)
+
+    compiled = torch.compile(step, backend="tpu", dynamic=True)
+    tpu_table = table.to("tpu")
+    compiles = []
+    for n in (9, 12, 20, 24, 28, 32):
+        ids = torch.randint(0, 64, (2, n + 1), generator=torch.Generator().manual_seed(n))
+        actual = compiled(ids.to("tpu")[:, :-1], tpu_table)
+        torch.testing.assert_close(actual.cpu(), step(ids[:, :-1], table), msg=lambda m: f"length {n}: {m}")
+        compiles.append(torch_tpu.metrics()["compiles_compiled_graph"])
+    # 20 compiles the bucket of 32's program; 24, 28 and 32 run it.
+    assert compiles[-1] == compiles[2], compiles
+
+
+def test_a_compiled_graph_that_writes_a_view_argument_writes_the_callers_tensor(mode):
+    base_cpu = torch.randn(3, 40, generator=torch.Generator().manual_seed(1))
+    base = base_cpu.to("tpu")
+
+    def bump(x):
+        x.mul_(2)
+        return x.sum(-1)
+
+    compiled = torch.compile(bump, backend="tpu", dynamic=True)
+    for n in (9, 12, 20, 24, 32):
+        expected = bump(base_cpu[:, :n])
+        torch.testing.assert_close(compiled(base[:, :n]).cpu(), expected, msg=lambda m: f"length {n}: {m}")
+        torch.testing.assert_close(base.cpu(), base_cpu, msg=lambda m: f"length {n}: {m}")
+
+
+def test_a_compiled_decode_step_matches_cpu_where_its_ops_ran_eagerly_at_other_sizes(mode):
+    # Each op of a compiled graph learns which of its sizes change from that graph's calls: the
+    # query of one token keeps its exact layout, though the same ops ran on whole prompts before.
+    g = torch.Generator().manual_seed(2)
+    w = torch.randn(4 + MODE_NUMBER[mode], 12, generator=g)
+
+    def attend(x, cache_k, cache_v, w):
+        q, k, v = (x @ w).split(4, dim=-1)
+        k, v = torch.cat([cache_k, k], 0), torch.cat([cache_v, v], 0)
+        return torch.softmax(q @ k.T / 2, -1) @ v, k, v
+
+    compiled = torch.compile(attend, backend="tpu", dynamic=True)
+    prompt = torch.randn(7, w.shape[0], generator=g)
+    tw = w.to("tpu")
+    # The prompt runs eagerly: the same ops at other sizes.
+    _, k, v = attend(prompt[:-1], torch.zeros(0, 4), torch.zeros(0, 4), w)
+    _, tk, tv = attend(prompt[:-1].to("tpu"), torch.zeros(0, 4).to("tpu"), torch.zeros(0, 4).to("tpu"), tw)
+    x = prompt[-1:]
+    for step in range(20):
+        out, k, v = attend(x, k, v, w)
+        tout, tk, tv = compiled(x.to("tpu"), tk, tv, tw)
+        torch.testing.assert_close(tout.cpu(), out, msg=lambda m: f"step {step}: {m}")
+        torch.testing.assert_close(tk.cpu(), k, msg=lambda m: f"step {step}: {m}")
+        x = torch.tanh(out @ torch.ones(4, w.shape[0]))
 
 
 def test_index_select_with_a_padded_index_matches_cpu(mode):

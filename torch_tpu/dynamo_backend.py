@@ -112,6 +112,9 @@ def _describe_failure(graph_module, graph_name, error):
         "report the op and the StableHLO file named above.")
 
 
+_graph_numbers = itertools.count(1)
+
+
 class _GraphRunner:
     """Runs one AOTAutograd graph (forward, backward or inference) on tpu tensors."""
 
@@ -127,6 +130,10 @@ class _GraphRunner:
         self.varied_dims = [set() for _ in self.symbolic_dims]  # the symbolic dims that changed since
         self.programs_compiled = 0  # calls of this graph that compiled a program
         self.overflow_warned = False
+        # Names this graph to the executor across calls: each of its ops learns which sizes change
+        # from this graph's own calls (exec/padding.h, padding_site).
+        self.graph_number = next(_graph_numbers)
+        self.written_arguments = _written_arguments(graph_module)
         # signature -> (captured program, the graph's non-tensor outputs for that signature)
         self.replays = {}
         self.why_not_replayed = ""  # for debugging: why the last capture cannot be replayed
@@ -139,7 +146,7 @@ class _GraphRunner:
         # a static graph has one.
         signature = _signature(args) if self.symbolic else None
         if self.symbolic:
-            self._give_arguments_room(args)
+            args = self._give_arguments_room(args)
         captured = self.replays.get(signature)
         if captured is not None:
             replay, non_tensor_outputs = captured
@@ -157,7 +164,7 @@ class _GraphRunner:
             compiles_before = _C._metrics()["compiles_compiled_graph"]
             # Pad at once where sizes have changed since the first call; the first call's exact
             # program compiles several times faster than a padded one, which it may never need.
-            _C._begin_capture(any(self.varied_dims))
+            _C._begin_capture(any(self.varied_dims), self.graph_number)
         elif caller_mode == EagerMode.DEFER_AND_FUSE.value:
             _C._flush()
         # A backward graph runs on the autograd engine's thread, which has no mode of its own
@@ -192,17 +199,28 @@ class _GraphRunner:
     def _give_arguments_room(self, args):
         # The programs pad the sizes that change to their buckets (exec/padding.h): an argument
         # of exact length moves into a buffer with its bucket's room, as an upload whose sizes
-        # keep changing gets one, so that every size of the bucket runs the same program.
+        # keep changing gets one, so that every size of the bucket runs the same program. An
+        # argument that is a view into a larger storage (the inputs `ids[:, :-1]` of a batch
+        # uploaded with one more token) is copied out first when the graph does not write it:
+        # a program's parameter is its whole storage, whose room follows the storage's own sizes,
+        # so at a bucket's own size (32 tokens, uploaded as 33) the view and its storage would
+        # fall in different buckets and compile a program that no other length uses.
         sizes = [tuple(a.shape) if isinstance(a, torch.Tensor) else None for a in args]
         if self.first_sizes is None:
             self.first_sizes = sizes
-            return
+            return args
+        roomy = list(args)
         for i, (arg, dims) in enumerate(zip(args, self.symbolic_dims)):
             if not dims or sizes[i] is None or self.first_sizes[i] is None or len(sizes[i]) != len(self.first_sizes[i]):
                 continue
             self.varied_dims[i].update(d for d in dims if sizes[i][d] != self.first_sizes[i][d])
-            if self.varied_dims[i]:
-                _C._extend_to_bucket(arg, sorted(self.varied_dims[i]))
+            if not self.varied_dims[i]:
+                continue
+            if not _covers_its_storage(arg) and i not in self.written_arguments and arg.device.type == "tpu":
+                with torch.no_grad():
+                    roomy[i] = arg = arg.clone(memory_format=torch.contiguous_format)
+            _C._extend_to_bucket(arg, sorted(self.varied_dims[i]))
+        return roomy
 
     def _warn_overflow(self):
         _count("graph_program_overflows")
@@ -213,6 +231,32 @@ class _GraphRunner:
                 "it met; further new sizes run op by op (strict) instead of compiling more. Pad "
                 "inputs to a few fixed sizes to keep whole-graph programs, or raise the bound with "
                 "options={'max_programs_per_graph': N}.", stacklevel=2)
+
+
+def _covers_its_storage(tensor):
+    return (isinstance(tensor, torch.Tensor) and tensor.is_contiguous() and tensor.storage_offset() == 0
+            and tensor.nbytes == tensor.untyped_storage().nbytes())
+
+
+def _written_arguments(graph_module):
+    """The positions of the placeholders that an op of the graph writes (an input mutation that
+    AOTAutograd kept in the graph): those must stay the caller's tensors."""
+    placeholders = [node for node in graph_module.graph.nodes if node.op == "placeholder"]
+    position = {node: i for i, node in enumerate(placeholders)}
+    written = set()
+    for node in graph_module.graph.nodes:
+        schema = getattr(node.target, "_schema", None)
+        if node.op != "call_function" or schema is None:
+            continue
+        for argument, value in zip(schema.arguments, node.args):
+            if argument.alias_info is not None and argument.alias_info.is_write and value in position:
+                written.add(position[value])
+        for name, value in node.kwargs.items():
+            argument = next((a for a in schema.arguments if a.name == name), None)
+            if argument is not None and argument.alias_info is not None and argument.alias_info.is_write \
+                    and value in position:
+                written.add(position[value])
+    return written
 
 
 def _signature(args):

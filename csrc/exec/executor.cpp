@@ -392,7 +392,9 @@ void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call)
     graph.epoch = g_next_epoch++;
     graph.storages = std::make_unique<StorageSet>();
   }
-  plan_padding(call, thread_capture().active && thread_capture().sizes_vary);
+  CaptureState& capture = thread_capture();
+  uint64_t site = capture.active && capture.graph ? padding_site(capture.graph, capture.calls_seen++) : 0;
+  plan_padding(call, capture.active && capture.sizes_vary, site);
   size_t start = graph.key.size();
   size_t offsets_start = graph.offsets.size();
   append_call_key(graph.key, call, *graph.storages, graph.offsets);

@@ -238,8 +238,9 @@ struct Capture {
 };
 // Flushes, then captures the next graph this thread records. `sizes_vary`: the graph was traced
 // with symbolic sizes that have changed since its first call, so its program pads them to their
-// buckets at once (exec/padding.h).
-void begin_capture(bool sizes_vary);
+// buckets at once (exec/padding.h). `graph`: a number that names the graph across its calls (0:
+// none); its ops then learn which sizes change from that graph's earlier calls alone, op by op.
+void begin_capture(bool sizes_vary, uint64_t graph = 0);
 // Flushes; the captured graph, or null when it cannot be replayed.
 std::shared_ptr<Capture> end_capture();
 // Runs the captured program with `storages[i]` in place of `capture.storages[i]` (null for a

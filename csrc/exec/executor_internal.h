@@ -42,6 +42,8 @@ void execute_locked(Lock& lock, const cache::Program& program, const std::vector
 struct CaptureState {
   bool active = false;
   bool sizes_vary = false;
+  uint64_t graph = 0;        // names the graph across its calls (begin_capture)
+  uint64_t calls_seen = 0;   // calls recorded so far: with `graph`, where a call sits in it
   int64_t flushes_at_begin = 0;
   bool flushed_here = false;
   std::shared_ptr<Capture> result;

@@ -52,7 +52,7 @@ std::shared_ptr<Capture> make_capture(const std::vector<OpCall>& calls, const St
   return capture;
 }
 
-void begin_capture(bool sizes_vary) {
+void begin_capture(bool sizes_vary, uint64_t graph) {
   std::shared_ptr<Lane> lane = current_lane();
   Lock lock(executor_mutex());
   flush_lane_locked(lock, lane, "graph capture");
@@ -60,6 +60,7 @@ void begin_capture(bool sizes_vary) {
   capture = CaptureState{};
   capture.active = true;
   capture.sizes_vary = sizes_vary;
+  capture.graph = graph;
   capture.flushes_at_begin = flushes_of(*lane);
 }
 

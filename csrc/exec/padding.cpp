@@ -353,9 +353,15 @@ bool buckets_enabled() {
   return enabled;
 }
 
-void plan_padding(OpCall& call, bool sizes_vary) {
+uint64_t padding_site(uint64_t graph, uint64_t index) {
+  uint64_t parts[2] = {graph, index};
+  return cache::fnv1a64(parts, sizeof parts) | 1;
+}
+
+void plan_padding(OpCall& call, bool sizes_vary, uint64_t site) {
   if (!buckets_enabled()) return;
   uint64_t key = history_key(call);
+  if (site) key = cache::fnv1a64(&site, sizeof site, key);
   // Every op comes here: the buffers are the thread's, not allocated per call.
   thread_local Dims sizes;
   thread_local std::vector<bool> varied, growing;

@@ -38,8 +38,15 @@ int64_t bucket_size(int64_t n);
 
 // Notes the call's sizes; fills call.padding, and gives fresh destinations their bucket's room.
 // `sizes_vary`: the caller knows that the sizes of its varied dims change (a torch.compile graph
-// traced with symbolic sizes), so they count as growing at once.
-void plan_padding(OpCall& call, bool sizes_vary = false);
+// traced with symbolic sizes), so they count as growing at once. `site` (0: none) gives the call a
+// history of its own instead of its op's (padding_site).
+void plan_padding(OpCall& call, bool sizes_vary = false, uint64_t site = 0);
+
+// The site of the `index`-th call of the torch.compile graph `graph`. Its history holds only the
+// sizes that call took at the graph's earlier calls: the decode step's query of one token keeps
+// its exact layout though the same op's calls elsewhere (the prefill) had other sizes, and only
+// what the graph's symbolic sizes move is padded.
+uint64_t padding_site(uint64_t graph, uint64_t index);
 
 // Whether some operand was written by an op whose sizes keep growing: the call is part of such a
 // computation (a generation loop), and pads at once.

@@ -18,9 +18,9 @@ void register_compile_bindings(py::module& m) {
         return replay.run(inputs);
       });
   m.def("_swap_thread_mode", [](int mode) { return tpu::exec::swap_thread_mode(mode); });
-  m.def("_begin_capture", [](bool sizes_vary) {
+  m.def("_begin_capture", [](bool sizes_vary, uint64_t graph) {
     py::gil_scoped_release no_gil;
-    tpu::exec::begin_capture(sizes_vary);
+    tpu::exec::begin_capture(sizes_vary, graph);
   });
   // A graph traced with symbolic sizes pads the sizes that changed to their buckets: an argument
   // that covers a storage of exact length moves into one with its bucket's room (`dims`: its dims
