@@ -65,6 +65,27 @@ def test_generation_verdict_tells_a_near_tie_from_a_wrong_token():
     assert zoo.generation_verdict([2, 1, 0], [1, 1, 0], scores) == "token 0 is 2, CPU's 1"
 
 
+@pytest.mark.parametrize("model_type", ["grounding-dino", "efficientnet", "swin", "beit"])
+def test_small_configs_draw_nothing_at_random_in_training(model_type):
+    # The CPU's random draws are not the device's: a rate left on (Grounding DINO's fusion drop
+    # path, EfficientNet's drop connect) makes a right training step differ.
+    from torch_tpu.tools.model_zoo.configs import small_config
+
+    def rates(config, prefix=""):
+        for key, value in config.to_dict().items():
+            if isinstance(value, dict) and "model_type" in value:
+                continue  # a sub-config, checked through its attribute below
+            if any(word in key for word in ("drop", "pdrop")) and isinstance(value, float):
+                yield prefix + key, value
+        for key in ("backbone_config", "text_config", "vision_config"):
+            sub = getattr(config, key, None)
+            if sub is not None and hasattr(sub, "to_dict"):
+                yield from rates(sub, prefix + key + ".")
+
+    config = small_config(model_type)
+    assert [(k, v) for k, v in rates(config) if v != 0.0] == []
+
+
 def test_comparisons_catch_a_perturbed_value():
     expected = torch.linspace(-3, 3, 50)
     assert zoo.elementwise_mismatch("x", expected.clone(), expected) is None

@@ -183,8 +183,9 @@ _LAYER_KINDS = ("layer_types", "layers_block_type", "block_types", "hybrid_overr
 # outputs its decoder takes): the same places among the kept layers.
 _LAYER_INDICES = ("merge_index", "intermediate_hidden_state_indices")
 
-# Dropout off, for the same reason as the masks above (of the *_pdrop attributes, single rates).
-_DROPOUT_WORDS = ("dropout", "drop_path", "drop_prob")
+# Dropout, drop path and drop connect off, for the same reason as the masks above (of the *_pdrop
+# attributes, single rates; Grounding DINO draws its fusion layer's drop path from `fusion_droppath`).
+_DROPOUT_WORDS = ("dropout", "drop_path", "droppath", "drop_prob", "drop_rate", "drop_connect")
 
 _KEEP = object()
 
