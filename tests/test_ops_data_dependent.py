@@ -114,3 +114,44 @@ def test_index_tensors_on_the_cpu_index_a_tpu_tensor(mode, no_fallback):
     (x[rows, cols] * torch.arange(3.0)).sum().backward()
     (on_tpu[rows, cols] * torch.arange(3.0, device="tpu")).sum().backward()
     assert torch.equal(on_tpu.grad.cpu(), x.grad)
+
+
+def test_bincount(mode, no_fallback):
+    values = torch.tensor([4, 1, 1, 0, 7, 4, 4])
+    assert_same_as_cpu(torch.bincount, values)
+    assert_same_as_cpu(lambda v: torch.bincount(v, minlength=12), values)
+    assert_same_as_cpu(lambda v: torch.bincount(v, minlength=3), torch.tensor([], dtype=torch.long))
+    assert_same_as_cpu(torch.bincount, values.to(torch.uint8))
+    # float32 weights count in float32, other weights in float64, as on the CPU
+    for dtype in (torch.float32, torch.float64, torch.int32):
+        weights = torch.arange(7).to(dtype) / 2 if dtype.is_floating_point else torch.arange(7, dtype=dtype)
+        assert_same_as_cpu(lambda v, w: torch.bincount(v, w), values, weights)
+
+
+@pytest.mark.parametrize("bad, error, match", [
+    (lambda: torch.bincount(torch.tensor([[1, 2]])), RuntimeError, "1-d non-negative"),
+    (lambda: torch.bincount(torch.tensor([3, -1, 2])), RuntimeError, "1-d non-negative"),
+    (lambda: torch.bincount(torch.tensor([1.0, 2.0])), NotImplementedError, "Float"),
+    (lambda: torch.bincount(torch.tensor([1, 2]), minlength=-1), RuntimeError, "minlength"),
+    (lambda: torch.bincount(torch.tensor([1, 2]), torch.ones(3)), RuntimeError, "same length"),
+])
+def test_bincount_bad_input_raises_like_cpu(mode, bad, error, match):
+    with pytest.raises(error, match=match):
+        bad()  # the CPU's
+    with torch.device("tpu"):
+        with pytest.raises(error, match=match):
+            bad()
+
+
+def test_unique(mode, no_fallback):
+    x = torch.tensor([[3.0, float("nan"), 1.0], [float("nan"), 3.0, -2.0]])
+    for kwargs in ({}, {"return_inverse": True}, {"return_counts": True},
+                   {"return_inverse": True, "return_counts": True}):
+        assert_same_as_cpu(lambda t: torch.unique(t, **kwargs), x)
+        assert_same_as_cpu(lambda t: torch.unique(t, **kwargs), torch.tensor([5, 1, 5, 5, 0, 1]))
+        assert_same_as_cpu(lambda t: torch.unique(t, **kwargs), torch.tensor([True, False, True]))
+        assert_same_as_cpu(lambda t: torch.unique(t, **kwargs), torch.tensor([], dtype=torch.long))
+    # Each unrequested result is empty, as the CPU returns it.
+    assert_same_as_cpu(lambda t: torch.ops.aten._unique2(t, True, False, False), torch.tensor([[2, 1], [2, 0]]))
+    values, inverse = torch.unique(torch.tensor([3, 1, 3, 2]).to("tpu"), sorted=False, return_inverse=True)
+    assert torch.equal(values.cpu()[inverse.cpu()], torch.tensor([3, 1, 3, 2]))

@@ -1,5 +1,5 @@
-// Ops whose result shape depends on the data (nonzero, masked_select, repeat_interleave) or whose
-// result is a host value (equal), composed from ops that have lowerings.
+// Ops whose result shape depends on the data (nonzero, masked_select, repeat_interleave, bincount,
+// unique) or whose result is a host value (equal), composed from ops that have lowerings.
 //
 // A data-dependent shape needs one number from the device: the count is computed there and read
 // (a sync), then the result is built at its now known size. Everything else stays on the device:
@@ -8,6 +8,8 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -122,6 +124,56 @@ at::Tensor repeat_interleave_tpu(const at::Tensor& repeats, std::optional<c10::S
   return at::searchsorted(totals, k, /*out_int32=*/false, /*right=*/true).to(repeats.scalar_type());
 }
 
+
+// bincount(self, weights?, minlength): the size comes from one read of the input's min and max
+// (the min for CPU's check that no value is negative), then the counts are a scatter-add.
+at::Tensor bincount_tpu(const at::Tensor& self, const std::optional<at::Tensor>& weights_arg, int64_t minlength) {
+  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isIntegralType(self.scalar_type(), /*includeBool=*/false),
+                              "\"bincount\" not implemented for '", self.scalar_type(), "'");
+  TORCH_CHECK(self.dim() == 1, "bincount only supports 1-d non-negative integral inputs.");
+  const at::Tensor* weights = weights_arg.has_value() && weights_arg->defined() ? &*weights_arg : nullptr;
+  TORCH_CHECK(!weights || (weights->dim() == 1 && weights->size(0) == self.size(0)),
+              "weights should be 1-d and have the same length as input");
+  // CPU's result type: float32 weights count in float32, any others in float64, none in int64.
+  at::ScalarType dtype = !weights ? at::kLong : weights->scalar_type() == at::kFloat ? at::kFloat : at::kDouble;
+  at::TensorOptions options = self.options().dtype(dtype);
+  if (self.numel() == 0) return at::zeros({minlength}, options);
+  at::Tensor values = self.to(at::kLong);
+  at::Tensor bounds = at::stack({values.min(), values.max()}).cpu();
+  TORCH_CHECK(bounds[0].item<int64_t>() >= 0, "bincount only supports 1-d non-negative integral inputs.");
+  int64_t size = std::max(bounds[1].item<int64_t>() + 1, minlength);
+  at::Tensor counted = weights ? weights->to(dtype) : at::ones({self.size(0)}, options);
+  return at::zeros({size}, options).index_add_(0, values, counted);
+}
+
+// _unique2(self, sorted, return_inverse, return_counts): the sorted values, a mark where each new
+// value starts, and one read of how many there are; each element's group is the running count of
+// marks. NaNs differ from each other, as on the CPU. Unrequested inverse and counts are empty, as
+// the CPU returns them. `sorted` is honoured by always sorting (an unsorted order is unspecified).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2_tpu(const at::Tensor& self, bool /*sorted*/,
+                                                            bool return_inverse, bool return_counts) {
+  at::TensorOptions longs = self.options().dtype(at::kLong);
+  at::Tensor flat = self.reshape({-1});
+  int64_t n = flat.numel();
+  at::Tensor inverse = return_inverse ? at::zeros(self.sizes(), longs) : at::empty({0}, longs);
+  if (n == 0) {
+    return {at::empty({0}, self.options()), inverse, at::empty({0}, longs)};
+  }
+  bool is_bool = self.scalar_type() == at::kBool;
+  auto [ordered, order] = at::sort(is_bool ? flat.to(at::kByte) : flat, /*stable=*/true, 0, false);
+  at::Tensor starts = at::ones({n}, self.options().dtype(at::kBool));
+  if (n > 1) starts.slice(0, 1, n).copy_(ordered.slice(0, 1, n) != ordered.slice(0, 0, n - 1));
+  at::Tensor group = at::cumsum(starts, 0, at::kLong) - 1;
+  int64_t count = group[-1].item<int64_t>() + 1;
+  at::Tensor values = at::zeros({count}, ordered.options()).scatter_(0, group, ordered);
+  if (is_bool) values = values.to(at::kBool);
+  if (return_inverse) inverse = at::empty({n}, longs).scatter_(0, order, group).view(self.sizes());
+  at::Tensor counts = return_counts ? at::zeros({count}, longs).index_add_(0, group, at::ones({n}, longs))
+                                    : at::empty({0}, longs);
+  return {values, inverse, counts};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -133,4 +185,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_scatter_", TORCH_FN(masked_scatter_tpu_));
   m.impl("equal", TORCH_FN(equal_tpu));
   m.impl("repeat_interleave.Tensor", TORCH_FN(repeat_interleave_tpu));
+  m.impl("bincount", TORCH_FN(bincount_tpu));
+  m.impl("_unique2", TORCH_FN(unique2_tpu));
 }
