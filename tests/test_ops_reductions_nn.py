@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 import torch_tpu
 
-from conftest import to_cpu, to_tpu
+from conftest import assert_same_as_cpu, to_cpu, to_tpu
 
 nan, inf = float("nan"), float("inf")
 HALF = (torch.float16, torch.bfloat16)
@@ -445,6 +445,43 @@ def test_float64_resizing_weighs_in_float64_like_cpu(mode, no_fallback, options)
     actual_grad, = torch.autograd.grad(actual.square().sum(), on_tpu)
     torch.testing.assert_close(actual.cpu(), expected, atol=1e-13, rtol=1e-13)
     torch.testing.assert_close(actual_grad.cpu(), expected_grad, atol=1e-12, rtol=1e-12)
+
+
+ANTIALIASED_RESIZES = {
+    "bilinear": lambda x, size, corners: F.interpolate(x, size=size, mode="bilinear", antialias=True,
+                                                       align_corners=corners),
+    "bicubic": lambda x, size, corners: F.interpolate(x, size=size, mode="bicubic", antialias=True,
+                                                      align_corners=corners),
+    "lanczos": lambda x, size, corners: torch.ops.aten._upsample_lanczos2d_aa(x, list(size), corners),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("resize", sorted(ANTIALIASED_RESIZES))
+def test_antialiased_resizing_and_its_backward_match_cpu(mode, no_fallback, resize, dtype):
+    # Shrinking widens the filter (its window per output grows with the scale); 7 -> 3 and
+    # 9 -> 5 put a window's edge just below an integer, where a fused multiply-add moved it.
+    fn = ANTIALIASED_RESIZES[resize]
+    g = torch.Generator().manual_seed(0)
+    cases = [((1, 2, 9, 7), (9, 3), False), ((2, 3, 8, 9), (16, 5), False), ((1, 1, 20, 20), (7, 7), True)]
+    if dtype == torch.float64:
+        cases = [((1, 2, 17, 13), (5, 4), False)]
+    for shape, size, corners in cases:
+        x = torch.randn(*shape, dtype=dtype, generator=g, requires_grad=True)
+        expected = fn(x, size, corners)
+        weights = torch.randn(expected.shape, dtype=dtype, generator=g)
+        expected_grad, = torch.autograd.grad((expected * weights).sum(), x)
+        on_tpu = x.detach().to("tpu").requires_grad_()
+        actual = fn(on_tpu, size, corners)
+        actual_grad, = torch.autograd.grad((actual * weights.to("tpu")).sum(), on_tpu)
+        torch.testing.assert_close(actual.cpu(), expected, msg=lambda m: f"{shape} -> {size}: {m}")
+        torch.testing.assert_close(actual_grad.cpu(), expected_grad, msg=lambda m: f"{shape} -> {size}: {m}")
+
+
+def test_antialiased_resizing_by_a_scale_factor_matches_cpu(mode, no_fallback):
+    x = torch.randn(2, 3, 23, 17, generator=torch.Generator().manual_seed(1))
+    assert_same_as_cpu(lambda t: F.interpolate(t, scale_factor=0.37, mode="bilinear", antialias=True), x)
+    assert_same_as_cpu(lambda t: F.interpolate(t, scale_factor=(0.5, 2.0), mode="bicubic", antialias=True), x)
 
 
 def random_grid(n, h, w, reach=1.3, dtype=torch.float32):
