@@ -124,7 +124,6 @@ at::Tensor repeat_interleave_tpu(const at::Tensor& repeats, std::optional<c10::S
   return at::searchsorted(totals, k, /*out_int32=*/false, /*right=*/true).to(repeats.scalar_type());
 }
 
-
 // bincount(self, weights?, minlength): the size comes from one read of the input's min and max
 // (the min for CPU's check that no value is negative), then the counts are a scatter-add.
 at::Tensor bincount_tpu(const at::Tensor& self, const std::optional<at::Tensor>& weights_arg, int64_t minlength) {

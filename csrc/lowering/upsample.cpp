@@ -37,6 +37,18 @@ struct Taps {
 Taps antialias_taps(Context& ctx, Kind kind, int64_t in, int64_t out, bool align_corners, size_t scale_index,
                     DType dtype);
 
+// The cubic convolution kernel with parameter A, at 0 <= x <= 1 and at 1 < x < 2.
+Value cubic_near(Builder& b, Value x, double A, const TensorType& ft) {
+  Value p = b.sub(b.mul(b.full(A + 2, ft), x), b.full(A + 3, ft));
+  return b.add(b.mul(b.mul(p, x), x), b.full(1.0, ft));
+}
+
+Value cubic_far(Builder& b, Value x, double A, const TensorType& ft) {
+  Value p = b.sub(b.mul(b.full(A, ft), x), b.full(5 * A, ft));
+  p = b.add(b.mul(p, x), b.full(8 * A, ft));
+  return b.sub(b.mul(p, x), b.full(4 * A, ft));
+}
+
 // a / b rounded as the division in `dtype` (f32 or f64) rounds it.
 double quotient_in(DType dtype, int64_t a, int64_t b) {
   if (dtype == DType::F64) return static_cast<double>(a) / static_cast<double>(b);
@@ -99,15 +111,8 @@ Taps taps_for(Context& ctx, Kind kind, int64_t in, int64_t out, bool align_corne
   }
   // Cubic convolution with A = -0.75 over the taps base - 1 .. base + 2, clamped to the input.
   const double A = -0.75;
-  auto near = [&](Value x) {  // |x| <= 1
-    Value p = b.sub(b.mul(b.full(A + 2, ft), x), b.full(A + 3, ft));
-    return b.add(b.mul(b.mul(p, x), x), b.full(1.0, ft));
-  };
-  auto far = [&](Value x) {  // 1 < |x| < 2
-    Value p = b.sub(b.mul(b.full(A, ft), x), b.full(5 * A, ft));
-    p = b.add(b.mul(p, x), b.full(8 * A, ft));
-    return b.sub(b.mul(p, x), b.full(4 * A, ft));
-  };
+  auto near = [&](Value x) { return cubic_near(b, x, A, ft); };
+  auto far = [&](Value x) { return cubic_far(b, x, A, ft); };
   Value one = b.full(1.0, ft);
   Value rest = b.sub(one, lambda);
   taps.weights = {far(b.add(lambda, one)), near(lambda), near(rest), far(b.add(rest, one))};
@@ -120,11 +125,9 @@ Taps taps_for(Context& ctx, Kind kind, int64_t in, int64_t out, bool align_corne
 
 // The cubic convolution kernel with parameter A at |x| (zero from 2 on).
 Value cubic_kernel(Builder& b, Value x, double A, const TensorType& ft) {
-  Value near = b.add(b.mul(b.mul(b.sub(b.mul(b.full(A + 2, ft), x), b.full(A + 3, ft)), x), x), b.full(1.0, ft));
-  Value far = b.sub(b.mul(b.add(b.mul(b.sub(b.mul(b.full(A, ft), x), b.full(5 * A, ft)), x), b.full(8 * A, ft)), x),
-                    b.full(4 * A, ft));
   Value one = b.full(1.0, ft), two = b.full(2.0, ft);
-  return b.select(b.compare(x, one, "LT"), near, b.select(b.compare(x, two, "LT"), far, b.zeros(ft)));
+  return b.select(b.compare(x, one, "LT"), cubic_near(b, x, A, ft),
+                  b.select(b.compare(x, two, "LT"), cubic_far(b, x, A, ft), b.zeros(ft)));
 }
 
 // sin(pi x) / (pi x), 1 at 0.
