@@ -248,14 +248,11 @@ def _written_arguments(graph_module):
         schema = getattr(node.target, "_schema", None)
         if node.op != "call_function" or schema is None:
             continue
-        for argument, value in zip(schema.arguments, node.args):
-            if argument.alias_info is not None and argument.alias_info.is_write and value in position:
-                written.add(position[value])
-        for name, value in node.kwargs.items():
-            argument = next((a for a in schema.arguments if a.name == name), None)
-            if argument is not None and argument.alias_info is not None and argument.alias_info.is_write \
-                    and value in position:
-                written.add(position[value])
+        writes = {a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+        named = dict(zip((a.name for a in schema.arguments), node.args)) | dict(node.kwargs)
+        for name in writes & named.keys():
+            values = named[name] if isinstance(named[name], (list, tuple)) else [named[name]]  # Tensor(a!)[]
+            written.update(position[v] for v in values if isinstance(v, torch.fx.Node) and v in position)
     return written
 
 

@@ -209,6 +209,14 @@ Value weight_along(Builder& b, Value w, const Dims& dims, int64_t dim, DType dty
   return b.broadcast_in_dim(b.convert(w, dtype), dims, {dim});
 }
 
+// `value` (a tap's contribution along `dim`) where the tap is read, 0 elsewhere: an antialiased
+// tap past its output's window weighs 0, but 0 times an inf read there would be a NaN.
+Value where_read(Builder& b, const Taps& taps, size_t k, Value value, int64_t dim) {
+  if (taps.read.empty()) return value;
+  return b.select(b.broadcast_in_dim(taps.read[k], b.dims(value), {dim}), value,
+                  b.zeros({b.dtype(value), b.dims(value)}));
+}
+
 struct Layout {
   size_t scale_index;  // first scale argument
   bool align_corners;
@@ -254,10 +262,7 @@ std::vector<Value> lower_upsample(Context& ctx) {
     for (size_t k = 0; k < taps.positions.size(); ++k) {
       Value picked = gather_along(b, x, dim, taps.positions[k]);
       Value term = b.mul(picked, weight_along(b, taps.weights[k], b.dims(picked), dim, acc));
-      // A tap past the output's window is not read (an inf there must not make a NaN).
-      if (!taps.read.empty()) {
-        term = b.select(b.broadcast_in_dim(taps.read[k], b.dims(term), {dim}), term, b.zeros({acc, b.dims(term)}));
-      }
+      term = where_read(b, taps, k, term, dim);
       sum = k == 0 ? term : b.add(sum, term);
     }
     x = sum;
@@ -296,10 +301,7 @@ std::vector<Value> lower_upsample_backward(Context& ctx) {
     for (size_t k = 0; k < taps.positions.size(); ++k) {
       Value update = grad;
       if (!taps.weights.empty()) update = b.mul(grad, weight_along(b, taps.weights[k], b.dims(grad), dim, acc));
-      if (!taps.read.empty()) {
-        update = b.select(b.broadcast_in_dim(taps.read[k], b.dims(update), {dim}), update, b.zeros({acc, b.dims(update)}));
-      }
-      target = scatter_add_along(b, target, dim, taps.positions[k], update);
+      target = scatter_add_along(b, target, dim, taps.positions[k], where_read(b, taps, k, update, dim));
     }
     grad = target;
   }
