@@ -190,9 +190,11 @@ def test_lstsq_matches_cpu(mode, case, no_fallback):
 def test_lstsq_of_a_rank_deficient_matrix_and_its_gradient_match_cpu(mode, no_fallback):
     a, rhs = matrix(6, 4, seed=14), matrix(6, 2, seed=15)
     a[:, 3] = a[:, 0] + a[:, 1]  # rank 3: the minimum-norm solution
-    got, want = torch.linalg.lstsq(a.to("tpu"), rhs.to("tpu")), torch.linalg.lstsq(a, rhs)
-    torch.testing.assert_close(to_cpu(got.solution), want.solution)
-    assert int(got.rank) == int(want.rank) == 3
+    got = torch.linalg.lstsq(a.to("tpu"), rhs.to("tpu"))
+    # CPU's reference comes from its SVD, not from its gelsy: MKL's gelsy has been seen to call
+    # this matrix rank 2 (and return another solution) on some runs and rank 3 on the rest.
+    torch.testing.assert_close(to_cpu(got.solution), torch.linalg.pinv(a) @ rhs)
+    assert int(got.rank) == int(torch.linalg.matrix_rank(a)) == 3
     grads = []
     for device in ("cpu", "tpu"):
         leaf = matrix(5, 3, seed=16).to(device).requires_grad_()
