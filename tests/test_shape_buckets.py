@@ -394,6 +394,57 @@ def test_a_growing_loop_without_host_reads_compiles_once_per_bucket(tmp_path):
     assert result["compiled"] <= 12, result
 
 
+LAYERS_OVER_GROWING_LENGTHS = """
+import json, torch, torch_tpu
+import torch.nn.functional as F
+from transformers import LlamaConfig, LlamaForCausalLM
+torch.manual_seed(0)
+config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                     num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=128)
+reference = LlamaForCausalLM(config)
+
+def train(device):
+    model = LlamaForCausalLM(config).to(device)
+    model.load_state_dict(reference.state_dict())
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    losses = []
+    for step, length in enumerate(range(8, 57, 8)):
+        ids = torch.randint(0, 64, (2, length + 1), generator=torch.Generator().manual_seed(step)).to(device)
+        logits = model(ids[:, :-1]).logits
+        loss = F.cross_entropy(logits.reshape(-1, 64), ids[:, 1:].reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+torch_tpu.set_eager_mode("defer_and_fuse")
+cpu, tpu = train("cpu"), train("tpu")
+m = torch_tpu.metrics()
+print(json.dumps({"cpu": cpu, "tpu": tpu, "reasons": dict(m["flush_reasons"]), "fused": m["compiles_fused_graph"]}))
+"""
+
+
+def test_a_training_step_over_growing_lengths_stays_one_graph(tmp_path):
+    """defer_and_fuse: a model's layers repeat with equal sizes within a step, though from the
+    first padded lengths on they read storages of other lengths. That is not a loop whose sizes
+    grow: the step stays one graph (it was cut into three, each compiled per bucket)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    # No cut by expected compile time either, whatever this machine's speed: the loop rule is tested.
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path), TORCH_TPU_FUSED_COMPILE_BUDGET_S="1000")
+    env.pop("TORCH_TPU_EAGER_MODE", None)
+    out = subprocess.run([sys.executable, "-c", LAYERS_OVER_GROWING_LENGTHS], env=env, capture_output=True, text=True,
+                         check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    torch.testing.assert_close(result["tpu"], result["cpu"], rtol=1e-5, atol=1e-5)
+    assert set(result["reasons"]) == {"host access"}, result["reasons"]
+    # Lengths 8..56: exact graphs at the first lengths, then one padded graph per bucket (32, 64).
+    assert result["fused"] <= 6, result
+
+
 def test_buckets_can_be_turned_off(tmp_path):
     import os
     import subprocess

@@ -28,17 +28,17 @@ size_t repeat_point(const std::vector<OpCall>& calls) {
 // A loop with no host read whose sizes grow (a generation loop) is cut into one graph per
 // iteration, each of which runs padded at its bucket's sizes: the same few programs serve the
 // whole loop, and no graph waits for a bound. Its iterations differ in sizes only: the first ops
-// of the graph occur again later with the same bucketed signatures but other exact ones. (A
+// of the graph occur again later with the same bucketed signatures but other sizes. (A
 // training step's layers repeat with equal sizes and are not cut.) The loop's first iteration may
 // differ from the next ones (its op histories had not varied yet), so the repeat may start
 // anywhere: returns where the first repeating iteration starts and its length, or {0, 0}.
 std::pair<size_t, size_t> growing_loop(const std::vector<OpCall>& calls) {
   size_t n = calls.size();
   if (n < 2 * kWindow) return {0, 0};
-  std::vector<uint64_t> bucketed(n), exact(n);
+  std::vector<uint64_t> bucketed(n), sizes(n);
   for (size_t i = 0; i < n; ++i) {
     bucketed[i] = call_signature(calls[i], Signature::Bucketed);
-    exact[i] = call_signature(calls[i], Signature::Exact);
+    sizes[i] = call_signature(calls[i], Signature::Sizes);
   }
   auto window_hash = [&](const std::vector<uint64_t>& s, size_t at) {
     uint64_t h = 1469598103934665603ull;
@@ -46,11 +46,12 @@ std::pair<size_t, size_t> growing_loop(const std::vector<OpCall>& calls) {
     return h;
   };
   // A period holds when a whole iteration repeats (a layer of a model repeats a window, not the
-  // step), the second one differing in exact sizes.
+  // step), the second one differing in some size: two layers of a model at one length repeat
+  // with equal sizes, though what they read may sit in storages of other lengths.
   auto repeats = [&](size_t start, size_t period) {
     if (start + 2 * period > n) return false;
     return std::equal(bucketed.begin() + start, bucketed.begin() + start + period, bucketed.begin() + start + period) &&
-           !std::equal(exact.begin() + start, exact.begin() + start + period, exact.begin() + start + period);
+           !std::equal(sizes.begin() + start, sizes.begin() + start + period, sizes.begin() + start + period);
   };
   std::unordered_map<uint64_t, std::vector<size_t>> seen;  // bucketed window -> where it occurs
   for (size_t i = 0; i + kWindow <= n; ++i) {

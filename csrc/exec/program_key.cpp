@@ -88,6 +88,10 @@ uint64_t call_signature(const OpCall& call, Signature kind) {
       append_int(text, static_cast<int64_t>(view.layout.sizes.size()));
       return;
     }
+    if (kind == Signature::Sizes) {
+      append_dims(text, view.layout.sizes);
+      return;
+    }
     append_int(text, view.storage->value_bytes());
     if (plan && plan->view_placed[index]) {
       append_dims(text, plan->view_sizes[index]);

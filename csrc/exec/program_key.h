@@ -64,10 +64,12 @@ void append_static_argument(std::string& key, const lowering::Arg& arg, const Op
 
 // A hash of the call's structure that does not depend on where its storages sit in a program:
 // the same op on the same shapes in two iterations of a loop has the same signature. Bucketed:
-// with the sizes of the call's padding plan (exec/padding.h) where it has one, so that two
-// iterations of a loop whose sizes grow within one bucket have the same signature too; Ranks:
-// with no sizes at all, so that they do across buckets.
-enum class Signature : uint8_t { Exact, Bucketed, Ranks };
+// with its storages' lengths and the sizes of the call's padding plan (exec/padding.h) where it
+// has one, so that two iterations of a loop whose sizes grow within one bucket have the same
+// signature too; Sizes: with its views' sizes only (a storage's room or a view's strides differ
+// between two layers of one model though no size does); Ranks: with no sizes at all, so that
+// iterations match across buckets.
+enum class Signature : uint8_t { Sizes, Bucketed, Ranks };
 uint64_t call_signature(const OpCall& call, Signature kind);
 
 // Whether the program reading or writing `view` takes its offset at run time.

@@ -226,10 +226,15 @@ TEST(signatures_ignore_storage_positions_and_drop_sizes_by_kind) {
   shared.index(storage_of(4).get());
   exec::append_call_key(later, call, shared, offsets);
   EXPECT(alone != later);
-  EXPECT(exec::call_signature(call, Signature::Exact) == exec::call_signature(add_call(), Signature::Exact));
+  EXPECT(exec::call_signature(call, Signature::Sizes) == exec::call_signature(add_call(), Signature::Sizes));
+  // Sizes ignore the storage's length (its room); Bucketed does not.
+  exec::OpCall roomy = add_call();
+  roomy.inputs[0].storage = storage_of(16);
+  EXPECT(exec::call_signature(roomy, Signature::Sizes) == exec::call_signature(call, Signature::Sizes));
+  EXPECT(exec::call_signature(roomy, Signature::Bucketed) != exec::call_signature(call, Signature::Bucketed));
 
   exec::OpCall small = padded_add(5, 8), large = padded_add(7, 8), other_bucket = padded_add(9, 16);
-  EXPECT(exec::call_signature(small, Signature::Exact) != exec::call_signature(large, Signature::Exact));
+  EXPECT(exec::call_signature(small, Signature::Sizes) != exec::call_signature(large, Signature::Sizes));
   EXPECT(exec::call_signature(small, Signature::Bucketed) == exec::call_signature(large, Signature::Bucketed));
   EXPECT(exec::call_signature(small, Signature::Bucketed) != exec::call_signature(other_bucket, Signature::Bucketed));
   EXPECT(exec::call_signature(small, Signature::Ranks) == exec::call_signature(other_bucket, Signature::Ranks));
