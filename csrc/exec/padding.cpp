@@ -19,7 +19,7 @@ namespace {
 
 // A size whose new values came by one step this many times in a row grows: results with it get
 // their bucket's room.
-constexpr int64_t kGrowingValues = 4;
+constexpr int64_t kGrowingValues = 3;
 constexpr size_t kValuesKept = 64;  // per size: past this many, any other value counts as new
 // A size that has taken this many values keeps changing for good, even where it takes one it took
 // before (a second epoch over the same lengths).
