@@ -66,9 +66,9 @@ void append_static_argument(std::string& key, const lowering::Arg& arg, const Op
 // the same op on the same shapes in two iterations of a loop has the same signature. Bucketed:
 // with its storages' lengths and the sizes of the call's padding plan (exec/padding.h) where it
 // has one, so that two iterations of a loop whose sizes grow within one bucket have the same
-// signature too; Sizes: with its views' sizes only (a storage's room or a view's strides differ
-// between two layers of one model though no size does); Ranks: with no sizes at all, so that
-// iterations match across buckets.
+// signature too; Sizes: with its views' sizes only (two layers of one model may read storages of
+// other lengths, some with their bucket's room, though no size differs); Ranks: with no sizes at
+// all, so that iterations match across buckets.
 enum class Signature : uint8_t { Sizes, Bucketed, Ranks };
 uint64_t call_signature(const OpCall& call, Signature kind);
 
