@@ -1238,6 +1238,28 @@ def _sapiens_head(config):
     head.conv_kernel_sizes = [head.conv_kernel_size]
 
 
+def _compound_scaling(config):
+    """EfficientNet's compound scaling (EfficientNet, ALIGN's vision tower) defaults to B7's:
+    twice the widths and 3.1 times the blocks, 64 M parameters, whose training in three modes
+    ran past the zoo's timeout. A quarter of each keeps one block per stage and channels of 8 to
+    80; the widths set apart from the scaled ones follow them (the head's 1280 channels, ALIGN's
+    projection of the last stage's)."""
+    def scaled(vision, channels):
+        divisor = vision.depth_divisor
+        width = max(divisor, int(channels * vision.width_coefficient + divisor / 2) // divisor * divisor)
+        return width + divisor if width < 0.9 * channels * vision.width_coefficient else width
+
+    for vision in (config, getattr(config, "vision_config", None)):
+        if not isinstance(_get(vision, "width_coefficient"), float) or \
+                not isinstance(_get(vision, "depth_coefficient"), float):
+            continue
+        vision.width_coefficient = vision.depth_coefficient = 0.25
+        if isinstance(_get(vision, "hidden_dim"), int):
+            vision.hidden_dim = scaled(vision, 1280)
+        if vision is not config and isinstance(_get(config, "projection_dim"), int):
+            config.projection_dim = scaled(vision, vision.out_channels[-1])
+
+
 def _text_projection(config):
     """OmDet-Turbo projects its text model's pooled class names (text_projection_in_dim wide)
     into class embeddings (class_embed_dim, text_projection_out_dim) that its task prompts, the
@@ -1491,6 +1513,7 @@ def small_config(model_type, task=None):
     _per_label_settings(config)
     _uvdoc_bridge(config)
     _sapiens_head(config)
+    _compound_scaling(config)
     _text_projection(config)
     _ocr_detector_backbone(config)
     _ocr_detector_neck(config)
