@@ -1260,6 +1260,19 @@ def _compound_scaling(config):
             config.projection_dim = scaled(vision, vision.out_channels[-1])
 
 
+def _depth_pro_widths(config):
+    """DepthPro's neck and fusion stage keep their own widths apart from its encoders' (1024
+    channels per scaled image, 256 per hooked layer and in the fusion): 33 M parameters at the
+    small encoders' width, whose training ran past the zoo's timeout. 32 each."""
+    if not isinstance(_get(config, "scaled_images_feature_dims"), (list, tuple)):
+        return
+    for key in ("scaled_images_feature_dims", "intermediate_feature_dims"):
+        if isinstance(_get(config, key), (list, tuple)):
+            setattr(config, key, [32] * len(getattr(config, key)))
+    if isinstance(_get(config, "fusion_hidden_size"), int):
+        config.fusion_hidden_size = 32
+
+
 def _text_projection(config):
     """OmDet-Turbo projects its text model's pooled class names (text_projection_in_dim wide)
     into class embeddings (class_embed_dim, text_projection_out_dim) that its task prompts, the
@@ -1514,6 +1527,7 @@ def small_config(model_type, task=None):
     _uvdoc_bridge(config)
     _sapiens_head(config)
     _compound_scaling(config)
+    _depth_pro_widths(config)
     _text_projection(config)
     _ocr_detector_backbone(config)
     _ocr_detector_neck(config)
