@@ -31,3 +31,17 @@ def test_fold_backward_matches_cpu(mode):
     expected = grads(cols)
     tpu_cols = cols.detach().to("tpu").requires_grad_(True)
     torch.testing.assert_close(grads(tpu_cols).cpu(), expected)
+
+
+# Patches as vision models cut them: a large kernel with overlapping windows (DepthPro's 32 x 32
+# patches at a stride of 24), dilated and padded ones, and windows that leave the edge unread.
+@pytest.mark.parametrize("kernel,dilation,padding,stride,size", [
+    ((12, 12), 1, 0, (9, 9), (30, 30)), ((5, 3), (2, 3), (3, 1), (3, 2), (17, 19)), ((4, 4), 1, 0, 4, (11, 13)),
+])
+def test_unfold_and_fold_of_patches_match_cpu(mode, no_fallback, kernel, dilation, padding, stride, size):
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, *size)
+    options = dict(dilation=dilation, padding=padding, stride=stride)
+    assert_same_as_cpu(lambda t: F.unfold(t, kernel, **options), x)
+    cols = F.unfold(x, kernel, **options)
+    assert_same_as_cpu(lambda c: F.fold(c, size, kernel, **options), torch.randn_like(cols))
