@@ -286,3 +286,84 @@ def test_float64_on_tpu_passes_a_right_forward_and_step_and_fails_wrong_ones(mod
     monkeypatch.setattr(torch_tpu, "fallback_counts", lambda: next(calls))
     assert not judge(_SkewedOnTpu(0.0))
     assert not judge_forward(_SkewedOnTpu(0.0))
+
+
+class _NoisyInTraining(torch.nn.Module):
+    """Gumbel noise in training, drawn the ways models draw it (a distribution's sample, a
+    factory with device=, an in-place fill), as GroupViT's token assignment does."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x, labels=None):
+        y = self.linear(x)
+        gumbel = torch.distributions.Gumbel(torch.zeros((), device=y.device), torch.ones((), device=y.device))
+        y = y + gumbel.sample(y.shape) + torch.randn(y.shape, device=y.device)
+        y = y * torch.empty_like(y).uniform_(0.5, 1.5)
+        return {"loss": y.softmax(-1).square().sum()}
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse", "compiled"])
+def test_a_step_that_draws_noise_draws_the_cpus_numbers_on_tpu(mode):
+    import copy
+
+    import torch_tpu
+    from torch_tpu.tools.model_zoo.compare import (_compile, _eager_mode_for, _same_draws_as_cpu, _seed_all,
+                                                   _train_step)
+
+    model, inputs = _NoisyInTraining(), {"x": torch.randn(2, 4, generator=torch.Generator().manual_seed(1))}
+    _seed_all(1)
+    state = torch.random.get_rng_state()
+    loss, grads, _, _ = _train_step(copy.deepcopy(model), inputs, None, "cpu")
+    ref = {"train_samples": not torch.equal(state, torch.random.get_rng_state())}
+    assert ref["train_samples"]
+    with torch_tpu.eager_mode(_eager_mode_for(mode)):
+        tpu_model = copy.deepcopy(model).to("tpu")
+        _seed_all(1)
+        with _same_draws_as_cpu(ref):
+            tpu_loss, tpu_grads, _, _ = _train_step(tpu_model, inputs, None, "tpu", _compile(tpu_model, mode))
+    assert zoo.elementwise_mismatch("loss", tpu_loss, loss) is None
+    assert all(zoo.scaled_mismatch(n, tpu_grads[n], grads[n]) is None for n in grads)
+    # Without the CPU's draws the device's own generator gives other numbers.
+    with torch_tpu.eager_mode(_eager_mode_for(mode)):
+        _seed_all(1)
+        own_loss, _, _, _ = _train_step(copy.deepcopy(model).to("tpu"), inputs, None, "tpu")
+    assert zoo.elementwise_mismatch("loss", own_loss, loss) is not None
+
+
+class _LossRefusesFloat64(torch.nn.Module):
+    """A bias that batch norm takes away (its gradient is zero in exact arithmetic, rounding
+    noise in practice), then a layer shifted by `skew` on tpu only; its loss refuses float64,
+    as D-FINE's casts its targets to float32."""
+
+    def __init__(self, skew):
+        super().__init__()
+        torch.manual_seed(0)
+        self.before_norm = torch.nn.Linear(4, 6)
+        self.norm = torch.nn.BatchNorm1d(6)
+        self.head = torch.nn.Linear(6, 3)
+        self.skew = skew
+
+    def forward(self, x, labels=None):
+        y = self.head(self.norm(self.before_norm(x)).relu())
+        y = y + self.skew if y.device.type == "tpu" else y
+        if labels is not None and y.dtype == torch.float64:
+            raise RuntimeError("Index put requires the source and destination dtypes match")
+        return {"logits": y}
+
+
+@pytest.mark.parametrize("mode", ["strict", "defer_and_fuse", "compiled"])
+def test_float64_without_the_loss_judges_outputs_and_gradients(mode):
+    import torch_tpu
+    from torch_tpu.tools.model_zoo.compare import WITHOUT_THE_LOSS, _device_float64_matches, _eager_mode_for
+
+    def judge(model):
+        ref = {"inputs": {"x": torch.randn(8, 4, generator=torch.Generator().manual_seed(1))},
+               "labels": torch.zeros(8, dtype=torch.long)}
+        with torch_tpu.eager_mode(_eager_mode_for(mode)):
+            return _device_float64_matches(model, ref, mode)
+
+    assert judge(_LossRefusesFloat64(0.0)) == WITHOUT_THE_LOSS
+    assert not judge(_LossRefusesFloat64(1e-4))

@@ -33,8 +33,13 @@ magnifies it): their float32 steps on two correct compilers end apart, their flo
 agree, and a wrong lowering fails both. A forward that misses its tolerance is judged the
 same way (forward_judged_by: float64 on tpu): near ties that decide a discrete choice (the
 queries a detector keeps by top-k, a depth's reciprocal near zero) fall differently under two
-float32 compilers and the same way in float64. Native counts, fallbacks and compile counts are
-those of the float32 run.
+float32 compilers and the same way in float64. A model whose own loss cannot run in float64
+(D-FINE's casts its targets to float32) is judged there on its training-mode outputs and the
+gradients of a fixed random weighting of them, each gradient within 1e-6 of the step's largest
+(train_judged_by: float64 on tpu, without the loss). A training step that draws random numbers
+on the CPU (noise no config turns off: GroupViT's Gumbel-softmax) draws the CPU's numbers on tpu
+too (`random_draws`), since the device's generator gives other ones for the same seed. Native
+counts, fallbacks and compile counts are those of the float32 run.
 
 Selection (`selection`), in two tiers: tier one is a fixed list of widely used model types
 (WIDELY_USED) and then their extra task entries ("bert@question_answering": heads whose ops

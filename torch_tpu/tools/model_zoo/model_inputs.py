@@ -206,8 +206,12 @@ def _image_size(vision):
 
 # Images for models whose configuration names no image size and that a 32-pixel square does
 # not fit: UVDoc's backbone makes 1/16-size maps that it pads by 2 on each side (reflecting,
-# which needs 3 pixels).
-_UNSIZED_IMAGES = {"uvdoc": 64}
+# which needs 3 pixels); PP-LCNetV3's last stages run at 1/32 size, where a 32-pixel image
+# leaves 1 x 1 maps whose batch norm sees 2 values per channel (a batch of 2): its outputs are
+# +-1 whatever the input, and every gradient through it is rounding noise, in float64 too.
+# D-FINE and DEIMv2 train their encoders' batch norms over maps of 1/8 to 1/32 size: from a
+# 128-pixel image, their float64 steps on two devices agree within 1e-8 (from 64 pixels, 1e-6).
+_UNSIZED_IMAGES = {"uvdoc": 64, "pp_lcnet_v3": 64, "d_fine": 128, "deimv2": 128}
 
 
 def _unsized_image(model_type):

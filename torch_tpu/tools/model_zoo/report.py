@@ -14,7 +14,9 @@ def totals(records, modes=MODES):
     time limit, counted among the failures too), train_judged_by_float64 (training steps that
     passed as within float32's rounding of the CPU's float64 step, see compare),
     train_judged_by_float64_on_tpu (steps whose float64 run on tpu equals the CPU's float64
-    step), forward_judged_by_float64_on_tpu (the same for forwards) and, over the causal LMs the CPU could generate
+    step), train_judged_by_float64_on_tpu_without_the_loss (steps of models whose loss cannot
+    run in float64, whose training-mode outputs and gradients in float64 on tpu equal the
+    CPU's), forward_judged_by_float64_on_tpu (the same for forwards) and, over the causal LMs the CPU could generate
     with, generate_attempted, generate_equal (tokens equal to the CPU's) and generate_tie (first
     different at a near-tie of the CPU's scores); plus not_applicable, per library the entries
     attempted and those not applicable, and per family attempted and the forward passes."""
@@ -34,6 +36,8 @@ def totals(records, modes=MODES):
                      "train_judged_by_float64": sum(m.get("train_judged_by") == "float64" for m in ran),
                      "train_judged_by_float64_on_tpu": sum(m.get("train_judged_by") == "float64 on tpu"
                                                            for m in ran),
+                     "train_judged_by_float64_on_tpu_without_the_loss":
+                         sum(m.get("train_judged_by") == "float64 on tpu, without the loss" for m in ran),
                      "forward_judged_by_float64_on_tpu": sum(m.get("forward_judged_by") == "float64 on tpu"
                                                              for m in ran),
                      "generate_attempted": sum(m.get("generate") is not None for m in ran),
