@@ -203,31 +203,16 @@ def _device_float64_matches(model, ref, mode):
     zero flips its sign, batch norm over a handful of values per channel magnifies the flip,
     and two correct float32 implementations end percents apart. Float64 moves those inputs
     billions of ulps away from the flip, so there the device must agree with the CPU to
-    1e-6 of each tensor's scale; a wrong lowering still fails. The float64 run may not take
-    a CPU fallback the float32 run did not take (the fallback counters keep counting through
-    it), so an op computed on the host cannot be what passes the step."""
-    import copy
-
-    import torch
-
-    import torch_tpu
-
+    1e-6 of each tensor's scale; a wrong lowering still fails (see _float64_on_tpu for the
+    fallbacks it may not take)."""
     exact = _float64_training(model, ref)
     if exact is None:
         return _device_float64_outputs_match(model, ref, mode)
-    taken = set(torch_tpu.fallback_counts())
-    try:
-        tpu_model = copy.deepcopy(model).double().train().to("tpu")
-        runner = _compile(tpu_model, mode)
-        _seed_all(1)
-        with _same_draws_as_cpu(ref):
-            loss, grads, params, _ = _train_step(tpu_model, _in_float64(ref["inputs"]),
-                                                 _in_float64(ref["labels"]), "tpu", runner)
-        torch.tpu.synchronize()
-    except Exception:  # noqa: BLE001 - then the float32 verdict stands
+    ran = _float64_on_tpu(model, ref, mode, lambda tpu_model, runner: _train_step(
+        tpu_model, _in_float64(ref["inputs"]), _in_float64(ref["labels"]), "tpu", runner))
+    if ran is None:
         return False
-    if set(torch_tpu.fallback_counts()) - taken:
-        return False
+    loss, grads, params, _ = ran
     grads = {n: g for n, g in grads.items() if n in exact["grads"] or bool(g.count_nonzero())}
     if sorted(grads) != sorted(exact["grads"]):
         return False
@@ -235,6 +220,30 @@ def _device_float64_matches(model, ref, mode):
     pairs += [(grads[n], exact["grads"][n]) for n in exact["grads"]]
     pairs += [(params[n], exact["params"][n]) for n in exact["params"]]
     return _within_float64(pairs)
+
+
+def _float64_on_tpu(model, ref, mode, step):
+    """step(tpu_model, runner) on a float64 copy of the model in training mode on tpu, seeded
+    as the CPU's step and drawing its numbers; None when it raises or takes a CPU fallback
+    the float32 run did not take (the fallback counters keep counting through it), so that
+    an op computed on the host cannot be what passes the step."""
+    import copy
+
+    import torch
+
+    import torch_tpu
+
+    taken = set(torch_tpu.fallback_counts())
+    try:
+        tpu_model = copy.deepcopy(model).double().train().to("tpu")
+        runner = _compile(tpu_model, mode)
+        _seed_all(1)
+        with _same_draws_as_cpu(ref):
+            result = step(tpu_model, runner)
+        torch.tpu.synchronize()
+    except Exception:  # noqa: BLE001 - then the float32 verdict stands
+        return None
+    return None if set(torch_tpu.fallback_counts()) - taken else result
 
 
 # The verdict of a training step judged by _device_float64_outputs_match.
@@ -265,29 +274,17 @@ def _device_float64_outputs_match(model, ref, mode):
     The model's own loss is left out of this verdict, which says so (WITHOUT_THE_LOSS)."""
     import copy
 
-    import torch
-
-    import torch_tpu
-
     try:
         exact = copy.deepcopy(model).double().train()
         _seed_all(1)
         expected, expected_grads = _weighted_outputs_step(exact, _in_float64(ref["inputs"]), "cpu")
     except Exception:  # noqa: BLE001 - then the float32 verdict stands
         return False
-    taken = set(torch_tpu.fallback_counts())
-    try:
-        tpu_model = copy.deepcopy(model).double().train().to("tpu")
-        runner = _compile(tpu_model, mode)
-        _seed_all(1)
-        with _same_draws_as_cpu(ref):
-            outputs, grads = _weighted_outputs_step(tpu_model, _in_float64(ref["inputs"]), "tpu",
-                                                    runner)
-        torch.tpu.synchronize()
-    except Exception:  # noqa: BLE001
+    ran = _float64_on_tpu(model, ref, mode, lambda tpu_model, runner: _weighted_outputs_step(
+        tpu_model, _in_float64(ref["inputs"]), "tpu", runner))
+    if ran is None:
         return False
-    if set(torch_tpu.fallback_counts()) - taken:
-        return False
+    outputs, grads = ran
     grads = {n: g for n, g in grads.items() if n in expected_grads or bool(g.count_nonzero())}
     if len(outputs) != len(expected) or sorted(grads) != sorted(expected_grads):
         return False
