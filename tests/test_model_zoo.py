@@ -124,7 +124,9 @@ def test_totals_and_table_count_what_the_records_say():
          "task": "question_answering", "seconds": 1.0,
          "modes": {"strict": _mode("pass", "fail"), "compiled": _mode("pass", "pass")}},
         {"arch": "diffusers/UNet", "status": "attempted", "family": "diffusion", "task": "noise_prediction",
-         "seconds": 1.0, "modes": {"strict": _mode("pass", "pass"), "compiled": _mode("pass", "pass")}},
+         "seconds": 1.0, "modes": {"strict": _mode("pass", "pass"),
+                                   "compiled": dict(_mode("pass", "pass"),
+                                                    train_judged_by="float64 on tpu, without the loss")}},
         {"arch": "timm/vgg", "status": "attempted", "family": "vision", "task": "image_classification",
          "seconds": 600.0, "modes": {"strict": _mode("fail", "fail", error="timeout after 600s"),
                                      "compiled": _mode("pass", "pass")}},
@@ -141,17 +143,21 @@ def test_totals_and_table_count_what_the_records_say():
     assert t["strict"] == {"attempted": 5, "forward_pass": 4, "train_pass": 3, "native": 2,
                            "timeouts": 1, "train_judged_by_float64": 1,
                            "train_judged_by_float64_on_tpu": 1, "forward_judged_by_float64_on_tpu": 1,
+                           "train_judged_by_float64_on_tpu_without_the_loss": 0,
                            "generate_attempted": 1, "generate_equal": 1,
                            "generate_tie": 0}
     assert t["compiled"] == {"attempted": 5, "forward_pass": 4, "train_pass": 3, "native": 3,
                              "timeouts": 0, "train_judged_by_float64": 0,
                              "train_judged_by_float64_on_tpu": 0, "forward_judged_by_float64_on_tpu": 0,
+                             "train_judged_by_float64_on_tpu_without_the_loss": 1,
                              "generate_attempted": 1, "generate_equal": 0,
                              "generate_tie": 1}
     assert t["families"]["vision"] == {"attempted": 2, "forward_pass": {"strict": 1, "compiled": 1}}
     table = zoo.markdown(records, ["strict", "compiled"])
-    assert "| strict | 5 | 4 (80.0 %) | 3 (60.0 %) | 2 (40.0 %) | 1 | 1 | 1 / 1 | 1 (100.0 %) + 0 of 1 |" in table
-    assert "| compiled | 5 | 4 (80.0 %) | 3 (60.0 %) | 3 (60.0 %) | 0 | 0 | 0 / 0 | 0 (0.0 %) + 1 of 1 |" in table
+    assert "| strict | 5 | 4 (80.0 %) | 3 (60.0 %) | 2 (40.0 %) | 1 | 1 | 1 / 1 / 0 | 1 (100.0 %) + 0 of 1 |" in table
+    assert "| compiled | 5 | 4 (80.0 %) | 3 (60.0 %) | 3 (60.0 %) | 0 | 0 | 0 / 0 / 1 | 0 (0.0 %) + 1 of 1 |" in table
+    row_unet = next(line for line in table.splitlines() if line.startswith("| diffusers/UNet |"))
+    assert "FT native" in row_unet and "FT64o native" in row_unet
     assert "not applicable per library: timm 1 (50.0 %), transformers 1 (25.0 %)" in table
     row_a = next(line for line in table.splitlines() if line.startswith("| a |"))
     assert "F64dT64d G native" in row_a and "Ft G~" in row_a

@@ -79,10 +79,12 @@ def markdown(records, modes=MODES, command="python -m torch_tpu.tools.model_zoo"
              "different or failed). A training step that missed the float32 tolerance can pass on "
              "float64's word (see the package's description): `T64` within float32's rounding of "
              "the CPU's float64 step, `T64d` the same step run on tpu in float64 equal to the "
-             "CPU's float64 step; `F64d` likewise for a forward.", "",
+             "CPU's float64 step, `T64o` for a model whose loss cannot run in float64, its "
+             "training-mode outputs and their gradients in float64 on tpu equal to the CPU's; "
+             "`F64d` likewise for a forward.", "",
              "| mode | attempted | forward pass | train pass | native | of the failures, timeouts | "
              "forward passes judged by float64 on tpu | train passes judged by float64 (CPU "
-             "rounding / on tpu) | generate equal (+ ties) |",
+             "rounding / on tpu / on tpu without the loss) | generate equal (+ ties) |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
 
     def share(n, of):
@@ -94,7 +96,8 @@ def markdown(records, modes=MODES, command="python -m torch_tpu.tools.model_zoo"
                      f"{share(m['train_pass'], m['attempted'])} | {share(m['native'], m['attempted'])} | "
                      f"{m.get('timeouts', 0)} | "
                      f"{m.get('forward_judged_by_float64_on_tpu', 0)} | "
-                     f"{m.get('train_judged_by_float64', 0)} / {m.get('train_judged_by_float64_on_tpu', 0)} | "
+                     f"{m.get('train_judged_by_float64', 0)} / {m.get('train_judged_by_float64_on_tpu', 0)} / "
+                     f"{m.get('train_judged_by_float64_on_tpu_without_the_loss', 0)} | "
                      f"{share(m['generate_equal'], m['generate_attempted'])} + {m['generate_tie']} "
                      f"of {m['generate_attempted']} |")
     lines += ["", f"Entries: {len(records)} ({t['architectures']} architectures, {t['extra_task_entries']} "
@@ -124,7 +127,7 @@ def markdown(records, modes=MODES, command="python -m torch_tpu.tools.model_zoo"
             cells.append(("F" if m["forward"] == "pass" else "f") +
                          ("64d" if m.get("forward_judged_by") else "") +
                          ("T" if m["train"] == "pass" else "t") +
-                         {"float64": "64", "float64 on tpu": "64d"}.get(m.get("train_judged_by"), "") +
+                         {"float64": "64", "float64 on tpu": "64d", "float64 on tpu, without the loss": "64o"}.get(m.get("train_judged_by"), "") +
                          generated +
                          (" native" if m.get("native") else ""))
             fallbacks |= set(m["fallbacks"])
