@@ -105,3 +105,23 @@ def test_a_list_update_of_a_tensor_autograd_saved_raises_like_cpu(mode):
         run("tpu")
     assert "modified by an inplace operation" in str(cpu.value)
     assert str(tpu.value).split(":")[0] == str(cpu.value).split(":")[0]
+
+
+def test_a_value_written_then_read_by_other_ops_in_one_program_matches_cpu(mode):
+    # The in-place writes give their results the old buffers; the ops after them read the new
+    # values (an optimizer's moments, then its parameter update; a cache written, then read),
+    # in the storages' own 2-D shapes and through views, and the old values saved before stay.
+    gen = torch.Generator().manual_seed(0)
+    cpu = {name: torch.randn(16, 24, generator=gen) for name in ("p", "m", "v", "g")}
+    cpu["v"].abs_()  # a second moment
+    tpu = {name: t.to("tpu") for name, t in cpu.items()}
+    for t in (cpu, tpu):
+        t["old_m"] = t["m"].clone()
+        t["m"].lerp_(t["g"], 0.1)
+        t["v"].mul_(0.99).addcmul_(t["g"], t["g"], value=0.01)
+        denom = t["v"].sqrt().add_(1e-8)
+        t["p"].addcdiv_(t["m"], denom, value=-0.01)
+        t["row"] = t["m"][3] * 2  # a view of a written storage, read after the write
+        t["m"].t()[5].zero_()     # a strided write into it after that read
+    for name in ("p", "m", "v", "old_m", "row"):
+        torch.testing.assert_close(tpu[name].cpu(), cpu[name])

@@ -31,6 +31,7 @@ class ProgramBuilder {
  private:
   hlo::Value base_as(int32_t storage, DType dtype);
   hlo::Value read(const TensorView& view, hlo::Value offset);
+  void settle_for_readers(int32_t storage, const OpCall& reader);
 
   const StorageSet& storages_;
   hlo::Builder b_;
@@ -41,6 +42,7 @@ class ProgramBuilder {
   PaddedWrites padded_writes_;
   std::unordered_map<const Storage*, hlo::Value> written_padded_;
   std::vector<bool> written_;
+  std::vector<bool> settled_;  // per storage: its written value is behind an optimization barrier
   std::vector<cache::Program::Parameter> parameters_;
   int32_t numbers_seen_ = 0;
   int32_t random_calls_seen_ = 0;
