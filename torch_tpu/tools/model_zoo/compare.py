@@ -348,6 +348,7 @@ def build(model_type):
     if library_of(model_type) != "transformers":
         config, task, model = build_from_library(model_type)
         _without_dropout(model)
+        _weight_norms_as_leaves(model)
         return config, task, model
     model_type, task, class_name = head_of(model_type)
     if task is None or class_name is None:
@@ -384,6 +385,19 @@ def _without_dropout(model):
     for module in model.modules():
         if isinstance(module, torch.nn.modules.dropout._DropoutNd):
             module.p = 0.0
+
+
+def _weight_norms_as_leaves(model):
+    """The weights that torch.nn.utils.weight_norm computes from their magnitude and direction,
+    detached: weight_norm sets each as a tensor computed with autograd, which deepcopy refuses
+    (diffusers' Oobleck and SAME autoencoders), and recomputes it before every forward, so the
+    detached copy is never what a forward uses."""
+    from torch.nn.utils.weight_norm import WeightNorm
+
+    for module in model.modules():
+        for hook in module._forward_pre_hooks.values():
+            if isinstance(hook, WeightNorm):
+                setattr(module, hook.name, getattr(module, hook.name).detach())
 
 
 def _bind_block_mask(cls):

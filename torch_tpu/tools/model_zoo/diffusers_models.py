@@ -947,13 +947,16 @@ SPECS = {
         n_controlnet_blocks=2, in_channels=6, latent_channels=6, model_channels=24,
         num_attention_heads=2, attention_head_dim=12, mlp_ratio=2, text_embed_dim=16,
         adaln_lora_dim=4, patch_size=(1, 2, 2), max_size=(4, 16, 16),
-        rope_scale=(2.0, 1.0, 1.0), img_context_dim_in=16, img_context_dim_out=16),
+        rope_scale=(2.0, 1.0, 1.0), img_context_dim_in=16, img_context_dim_out=24),
         # Control and noisy latents of 4 channels, the condition and padding masks, and the
-        # text and image context.
+        # text and image context. The padding mask is one for the batch: the forward repeats it
+        # batch-size times.
         lambda g: {"controls_latents": _video(g, 4, 1, 8), "latents": _video(g, 4, 1, 8),
                    "timestep": _unit_steps(g), "text": _text(g, 8, 16), "image": _text(g, 4, 16),
-                   "condition_mask": _ones(B, 1, 1, 8, 8), "padding_mask": torch.zeros(B, 1, 8, 8)},
-        lists={"encoder_hidden_states": ("text", "image")}, requires=("torchvision",)),
+                   "condition_mask": _ones(B, 1, 1, 8, 8), "padding_mask": torch.zeros(1, 1, 8, 8)},
+        lists={"encoder_hidden_states": ("text", "image")}, requires=("torchvision",),
+        # It takes the text and image context as a tuple, not a list.
+        prepare=lambda inner, kwargs: dict(kwargs, encoder_hidden_states=tuple(kwargs["encoder_hidden_states"]))),
 
     # ---------------------------------------------------------------- autoencoders
     "AutoencoderKL": Spec(AUTOENCODING, dict(
