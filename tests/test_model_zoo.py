@@ -373,3 +373,21 @@ def test_float64_without_the_loss_judges_outputs_and_gradients(mode):
 
     assert judge(_LossRefusesFloat64(0.0)) == WITHOUT_THE_LOSS
     assert not judge(_LossRefusesFloat64(1e-4))
+
+
+def test_a_weight_normed_model_deep_copies_and_computes_the_same():
+    import copy
+
+    from torch_tpu.tools.model_zoo.compare import _weight_norms_as_leaves
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.utils.weight_norm(torch.nn.Conv1d(3, 4, 3)), torch.nn.ReLU())
+    with pytest.raises(RuntimeError, match="deepcopy"):
+        copy.deepcopy(model)
+    x = torch.randn(2, 3, 8)
+    expected = model(x)
+    _weight_norms_as_leaves(model)
+    copied = copy.deepcopy(model)
+    torch.testing.assert_close(copied(x), expected)
+    copied(x).sum().backward()  # the copy still trains its magnitude and direction
+    assert copied[0].weight_g.grad is not None and copied[0].weight_v.grad is not None
