@@ -11,7 +11,7 @@ from torch_tpu.tools.model_zoo.configs import small_config
 from torch_tpu.tools.model_zoo.libraries import build as build_from_library
 from torch_tpu.tools.model_zoo.libraries import library_of
 from torch_tpu.tools.model_zoo.inputs import make_inputs
-from torch_tpu.tools.model_zoo.random_draws import cpu_random_draws
+from torch_tpu.tools.model_zoo.random_draws import CpuRandomDraws
 from torch_tpu.tools.model_zoo.task_inputs import for_task, to_device
 from torch_tpu.tools.model_zoo.selection import _guess_family, family, head_of
 
@@ -196,8 +196,15 @@ def _device_float64_forward_matches(model, ref, mode):
     return _within_float64([(a, e) for (_, a), (_, e) in zip(out, ref["float64_out"])])
 
 
+# The verdicts of a training step passed by float64 on tpu: the whole step's, and that of a
+# model whose loss cannot run in float64 (_device_float64_outputs_match).
+ON_TPU = "float64 on tpu"
+WITHOUT_THE_LOSS = "float64 on tpu, without the loss"
+
+
 def _device_float64_matches(model, ref, mode):
-    """Whether the device's training step, run in float64, equals the CPU's float64 step.
+    """The verdict (ON_TPU, or WITHOUT_THE_LOSS) when the device's training step, run in
+    float64, equals the CPU's float64 step; else None.
 
     Some networks are chaotic in float32: a ReLU whose input is a rounding error away from
     zero flips its sign, batch norm over a handful of values per channel magnifies the flip,
@@ -211,15 +218,15 @@ def _device_float64_matches(model, ref, mode):
     ran = _float64_on_tpu(model, ref, mode, lambda tpu_model, runner: _train_step(
         tpu_model, _in_float64(ref["inputs"]), _in_float64(ref["labels"]), "tpu", runner))
     if ran is None:
-        return False
+        return None
     loss, grads, params, _ = ran
     grads = {n: g for n, g in grads.items() if n in exact["grads"] or bool(g.count_nonzero())}
     if sorted(grads) != sorted(exact["grads"]):
-        return False
+        return None
     pairs = [(loss, exact["loss"])]
     pairs += [(grads[n], exact["grads"][n]) for n in exact["grads"]]
     pairs += [(params[n], exact["params"][n]) for n in exact["params"]]
-    return _within_float64(pairs)
+    return ON_TPU if _within_float64(pairs) else None
 
 
 def _float64_on_tpu(model, ref, mode, step):
@@ -244,10 +251,6 @@ def _float64_on_tpu(model, ref, mode, step):
     except Exception:  # noqa: BLE001 - then the float32 verdict stands
         return None
     return None if set(torch_tpu.fallback_counts()) - taken else result
-
-
-# The verdict of a training step judged by _device_float64_outputs_match.
-WITHOUT_THE_LOSS = "float64 on tpu, without the loss"
 
 
 def _weighted_outputs_step(model, inputs, device, runner=None):
@@ -279,15 +282,15 @@ def _device_float64_outputs_match(model, ref, mode):
         _seed_all(1)
         expected, expected_grads = _weighted_outputs_step(exact, _in_float64(ref["inputs"]), "cpu")
     except Exception:  # noqa: BLE001 - then the float32 verdict stands
-        return False
+        return None
     ran = _float64_on_tpu(model, ref, mode, lambda tpu_model, runner: _weighted_outputs_step(
         tpu_model, _in_float64(ref["inputs"]), "tpu", runner))
     if ran is None:
-        return False
+        return None
     outputs, grads = ran
     grads = {n: g for n, g in grads.items() if n in expected_grads or bool(g.count_nonzero())}
     if len(outputs) != len(expected) or sorted(grads) != sorted(expected_grads):
-        return False
+        return None
     # A gradient is judged against the step's largest: batch norm removes what a layer before
     # it adds per channel, so such a layer's gradient is zero in exact arithmetic and what both
     # sides compute is rounding noise of the step's scale (D-FINE's input projections).
@@ -295,7 +298,7 @@ def _device_float64_outputs_match(model, ref, mode):
     close = all(scaled_mismatch("", grads[n], expected_grads[n], FLOAT64_RTOL,
                                 FLOAT64_ATOL + FLOAT64_RTOL * step_scale, in_float64=True) is None
                 for n in expected_grads)
-    return WITHOUT_THE_LOSS if close and _within_float64(list(zip(outputs, expected))) else False
+    return WITHOUT_THE_LOSS if close and _within_float64(list(zip(outputs, expected))) else None
 
 
 def _first_line(error):
@@ -328,7 +331,7 @@ def _same_draws_as_cpu(ref):
     (see random_draws); else nothing, so that a compiled step is traced as a user's is."""
     import contextlib
 
-    return cpu_random_draws() if ref.get("train_samples") else contextlib.nullcontext()
+    return CpuRandomDraws() if ref.get("train_samples") else contextlib.nullcontext()
 
 
 def _seed_all(seed):
@@ -642,7 +645,7 @@ def run_mode(model, ref, mode):
                 if bad:
                     before = _judge_counts()
                     if _device_float64_forward_matches(model, ref, mode):
-                        bad, record["forward_judged_by"] = None, "float64 on tpu"
+                        bad, record["forward_judged_by"] = None, ON_TPU
                     judge_counts = _add_counts(judge_counts, _count_difference(_judge_counts(), before))
                 verdict("forward", bad)
         except Exception as error:  # noqa: BLE001
@@ -672,11 +675,9 @@ def run_mode(model, ref, mode):
                 bad, record["train_judged_by"] = None, "float64"
             if bad and not presence:
                 before = _judge_counts()
-                verdict_of_float64 = _device_float64_matches(model, ref, mode)
-                if verdict_of_float64:
-                    bad = None
-                    record["train_judged_by"] = verdict_of_float64 if \
-                        isinstance(verdict_of_float64, str) else "float64 on tpu"
+                judged = _device_float64_matches(model, ref, mode)
+                if judged:
+                    bad, record["train_judged_by"] = None, judged
                 judge_counts = _add_counts(judge_counts, _count_difference(_judge_counts(), before))
             verdict("train", bad)
         except Exception as error:  # noqa: BLE001

@@ -3,12 +3,10 @@ turns off (GroupViT's Gumbel-softmax token assignment) can be compared with the 
 
 The device's generator is not the CPU's: the same seed gives other numbers, and a step that
 adds them to its activations ends elsewhere for reasons that say nothing about the backend.
-Inside `cpu_random_draws()`, a random op whose result lives on a device draws on the CPU, with
+Inside `with CpuRandomDraws():`, a random op whose result lives on a device draws on the CPU, with
 the CPU's generator, and the numbers are uploaded; seeded alike, both runs draw the same values
 in the same order. Only the comparison harness does this: the backend's own random ops run
 on the device."""
-import contextlib
-
 import torch
 from torch.overrides import TorchFunctionMode
 
@@ -22,6 +20,8 @@ _OF_INPUT = {torch.rand_like, torch.randn_like, torch.randint_like, torch.bernou
 _IN_PLACE = {torch.Tensor.uniform_, torch.Tensor.normal_, torch.Tensor.exponential_,
              torch.Tensor.bernoulli_, torch.Tensor.geometric_, torch.Tensor.log_normal_,
              torch.Tensor.cauchy_, torch.Tensor.random_}
+# Every op above: the mode sees every torch call, and lets the others through on this test.
+_RANDOM = _FACTORIES | _OF_INPUT | _IN_PLACE
 
 
 def _on_device(value):
@@ -55,16 +55,10 @@ def _draw_on_cpu(func, args, kwargs):
     return NotImplemented
 
 
-class _CpuRandomDraws(TorchFunctionMode):
+class CpuRandomDraws(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func in _FACTORIES or func in _OF_INPUT or func in _IN_PLACE:
+        if func in _RANDOM:
             result = _draw_on_cpu(func, args, kwargs)
             if result is not NotImplemented:
                 return result
         return func(*args, **(kwargs or {}))
-
-
-@contextlib.contextmanager
-def cpu_random_draws():
-    with _CpuRandomDraws():
-        yield

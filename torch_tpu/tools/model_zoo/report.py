@@ -5,7 +5,7 @@ the run's order, and `_summary` is the one-line progress note for an architectur
 import json
 import os
 
-from torch_tpu.tools.model_zoo.compare import MODES
+from torch_tpu.tools.model_zoo.compare import MODES, ON_TPU, WITHOUT_THE_LOSS
 from torch_tpu.tools.model_zoo.libraries import library_of
 
 
@@ -34,11 +34,10 @@ def totals(records, modes=MODES):
                      "native": sum(bool(m.get("native")) for m in ran),
                      "timeouts": sum(str(m.get("error") or "").startswith("timeout") for m in ran),
                      "train_judged_by_float64": sum(m.get("train_judged_by") == "float64" for m in ran),
-                     "train_judged_by_float64_on_tpu": sum(m.get("train_judged_by") == "float64 on tpu"
-                                                           for m in ran),
+                     "train_judged_by_float64_on_tpu": sum(m.get("train_judged_by") == ON_TPU for m in ran),
                      "train_judged_by_float64_on_tpu_without_the_loss":
-                         sum(m.get("train_judged_by") == "float64 on tpu, without the loss" for m in ran),
-                     "forward_judged_by_float64_on_tpu": sum(m.get("forward_judged_by") == "float64 on tpu"
+                         sum(m.get("train_judged_by") == WITHOUT_THE_LOSS for m in ran),
+                     "forward_judged_by_float64_on_tpu": sum(m.get("forward_judged_by") == ON_TPU
                                                              for m in ran),
                      "generate_attempted": sum(m.get("generate") is not None for m in ran),
                      "generate_equal": sum(m.get("generate") == "pass" for m in ran),
@@ -127,7 +126,7 @@ def markdown(records, modes=MODES, command="python -m torch_tpu.tools.model_zoo"
             cells.append(("F" if m["forward"] == "pass" else "f") +
                          ("64d" if m.get("forward_judged_by") else "") +
                          ("T" if m["train"] == "pass" else "t") +
-                         {"float64": "64", "float64 on tpu": "64d", "float64 on tpu, without the loss": "64o"}.get(m.get("train_judged_by"), "") +
+                         {"float64": "64", ON_TPU: "64d", WITHOUT_THE_LOSS: "64o"}.get(m.get("train_judged_by"), "") +
                          generated +
                          (" native" if m.get("native") else ""))
             fallbacks |= set(m["fallbacks"])
