@@ -395,7 +395,7 @@ def test_a_growing_loop_without_host_reads_compiles_once_per_bucket(tmp_path):
 
 
 LAYERS_OVER_GROWING_LENGTHS = """
-import json, torch, torch_tpu
+import json, sys, torch, torch_tpu
 import torch.nn.functional as F
 from transformers import LlamaConfig, LlamaForCausalLM
 torch.manual_seed(0)
@@ -403,12 +403,15 @@ config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hi
                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=128)
 reference = LlamaForCausalLM(config)
 
+LENGTHS = json.loads(sys.argv[1])
+
 def train(device):
     model = LlamaForCausalLM(config).to(device)
     model.load_state_dict(reference.state_dict())
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    losses = []
-    for step, length in enumerate(range(8, 57, 8)):
+    losses, fused = [], []
+    for step, length in enumerate(LENGTHS):
+        # Token ids one longer than the step's length, read without their last and first column.
         ids = torch.randint(0, 64, (2, length + 1), generator=torch.Generator().manual_seed(step)).to(device)
         logits = model(ids[:, :-1]).logits
         loss = F.cross_entropy(logits.reshape(-1, 64), ids[:, 1:].reshape(-1))
@@ -416,33 +419,56 @@ def train(device):
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
-    return losses
+        if device == "tpu":
+            fused.append(torch_tpu.metrics()["compiles_fused_graph"])
+    return losses, fused
 
 torch_tpu.set_eager_mode("defer_and_fuse")
-cpu, tpu = train("cpu"), train("tpu")
+(cpu, _), (tpu, fused) = train("cpu"), train("tpu")
 m = torch_tpu.metrics()
-print(json.dumps({"cpu": cpu, "tpu": tpu, "reasons": dict(m["flush_reasons"]), "fused": m["compiles_fused_graph"]}))
+print(json.dumps({"cpu": cpu, "tpu": tpu, "reasons": dict(m["flush_reasons"]), "fused_after_each_step": fused}))
 """
+TRAINING_LENGTHS = list(range(8, 73, 8))
 
 
-def test_a_training_step_over_growing_lengths_stays_one_graph(tmp_path):
-    """defer_and_fuse: a model's layers repeat with equal sizes within a step, though from the
-    first padded lengths on they read storages of other lengths. That is not a loop whose sizes
-    grow: the step stays one graph (it was cut into three, each compiled per bucket)."""
+@pytest.fixture(scope="module")
+def training_over_growing_lengths(tmp_path_factory):
+    """A small Llama trained in defer_and_fuse over lengths 8, 16, ..., 72, in a fresh process (which
+    sizes have varied is process-wide history, which other tests change), and on the CPU."""
     import json
     import os
     import subprocess
     import sys
     # No cut by expected compile time either, whatever this machine's speed: the loop rule is tested.
-    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path), TORCH_TPU_FUSED_COMPILE_BUDGET_S="1000")
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path_factory.mktemp("cache")),
+               TORCH_TPU_FUSED_COMPILE_BUDGET_S="1000")
     env.pop("TORCH_TPU_EAGER_MODE", None)
-    out = subprocess.run([sys.executable, "-c", LAYERS_OVER_GROWING_LENGTHS], env=env, capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", LAYERS_OVER_GROWING_LENGTHS, json.dumps(TRAINING_LENGTHS)], env=env,
+                         capture_output=True, text=True, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     torch.testing.assert_close(result["tpu"], result["cpu"], rtol=1e-5, atol=1e-5)
+    return result
+
+
+def test_a_training_step_over_growing_lengths_stays_one_graph(training_over_growing_lengths):
+    """defer_and_fuse: a model's layers repeat with equal sizes within a step, though from the
+    first padded lengths on they read storages of other lengths. That is not a loop whose sizes
+    grow: the step stays one graph (it was cut into three, each compiled per bucket)."""
+    result = training_over_growing_lengths
     assert set(result["reasons"]) == {"host access"}, result["reasons"]
-    # Lengths 8..56: exact graphs at the first lengths, then one padded graph per bucket (32, 64).
-    assert result["fused"] <= 6, result
+    # Exact graphs at the first lengths, then one padded graph per bucket (64 and 128).
+    assert result["fused_after_each_step"][-1] <= 5, result
+
+
+def test_a_length_that_fills_its_bucket_runs_the_program_of_the_bucket_above(training_over_growing_lengths):
+    """At a length of 32 or 64 the token ids (one longer) have room for the bucket above, which no
+    other length of the bucket 32 or 64 pairs with a view of that bucket: the step runs at the
+    bucket above, whose program the next lengths (40, 72) then reuse instead of compiling their
+    own."""
+    fused = training_over_growing_lengths["fused_after_each_step"]
+    compiled_at = {n: fused[i] - (fused[i - 1] if i else 0) for i, n in enumerate(TRAINING_LENGTHS)}
+    assert compiled_at[32] == 1 and compiled_at[64] == 1, compiled_at
+    assert compiled_at[40] == 0 and compiled_at[48] == 0 and compiled_at[72] == 0, compiled_at
 
 
 def test_buckets_can_be_turned_off(tmp_path):

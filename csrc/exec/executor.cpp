@@ -53,6 +53,8 @@ struct PendingGraph {
   // Per call: where its part of the key and of the offsets ends, so that the graph can be cut
   // after any call.
   std::vector<size_t> key_ends, offsets_ends;
+  // The history key of the last call planned (exec/padding.h): the next call's site.
+  uint64_t padding_chain = 0;
 };
 
 }  // namespace
@@ -309,7 +311,11 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
   // and scatters at runtime offsets), which only reuse repays (Llama's generate() in fused mode,
   // where each decode step's graph differs, took 121 s padding at once against 22 s exact).
   bool growing = std::string(reason) == "loop iteration" || (thread_capture().active && thread_capture().sizes_vary);
-  choose_padding(calls, *storages, key, offsets, read_later, growing);
+  // A torch.compile graph keeps its own buckets: its runner copies views of a longer upload out
+  // before the graph runs, so its arguments never pair a bucket with the room above, and its
+  // replays reuse what its capture ran with.
+  BucketAbove above;
+  choose_padding(calls, *storages, key, offsets, read_later, growing, thread_capture().active ? nullptr : &above);
   std::string chosen_key = key;
   std::shared_ptr<Capture> capture;
   ProgramKind kind = thread_capture().active ? ProgramKind::CompiledGraph : ProgramKind::FusedGraph;
@@ -327,6 +333,7 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
       } catch (const PaddedProgramFailed&) {
         padded = false;
         decline_failed_padding(calls, *storages, chosen_key);
+        above.undo(calls);
         if (capture) capture = make_capture(calls, *storages, exact_offsets, device);
         launched = launch(exact_key, kind, calls, *storages, std::move(exact_offsets), device, /*wait=*/false,
                           read_later, unlocker_for(lock));
@@ -401,8 +408,14 @@ void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call)
     graph.storages = std::make_unique<StorageSet>();
   }
   CaptureState& capture = thread_capture();
-  uint64_t site = capture.active && capture.graph ? padding_site(capture.graph, capture.calls_seen++) : 0;
-  plan_padding(call, capture.active && capture.sizes_vary, site);
+  // Each call of a graph notes its sizes in a history of its own, its site: in a torch.compile graph
+  // its place in the graph, in a fused graph the calls before it (the history key of the one just
+  // before, which holds that of the one before it, and so on). An op's calls at other sites then
+  // never make its sizes look as if they vary: a layer's weight width met elsewhere, or a row
+  // count that equals it (B * T = 64 rows of a 64-wide layer) seen as another site's width.
+  uint64_t site = capture.active && capture.graph ? padding_site(capture.graph, capture.calls_seen++)
+                                                  : graph.padding_chain | 1;
+  graph.padding_chain = plan_padding(call, capture.active && capture.sizes_vary, site);
   size_t start = graph.key.size();
   size_t offsets_start = graph.offsets.size();
   append_call_key(graph.key, call, *graph.storages, graph.offsets);

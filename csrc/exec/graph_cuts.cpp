@@ -30,7 +30,7 @@ size_t repeat_point(const std::vector<OpCall>& calls) {
 // whole loop, and no graph waits for a bound. Its iterations differ in sizes only: the first ops
 // of the graph occur again later with the same bucketed signatures but other sizes. (A
 // training step's layers repeat with equal sizes and are not cut.) The loop's first iteration may
-// differ from the next ones (its op histories had not varied yet), so the repeat may start
+// differ from the next ones (a prompt's prefill before the decode steps), so the repeat may start
 // anywhere: returns where the first repeating iteration starts and its length, or {0, 0}.
 std::pair<size_t, size_t> growing_loop(const std::vector<OpCall>& calls) {
   size_t n = calls.size();

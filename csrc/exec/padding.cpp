@@ -7,6 +7,7 @@
 #include <limits>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "cache/stable_hash.h"
 #include "exec/program_key.h"
@@ -47,8 +48,10 @@ struct PaddedKey {
 };
 
 // What graphs of a given structure (their ops, dtypes and ranks, not their sizes) have met: up to
-// kSizesThatKeepChanging exact keys, and the buckets they ran padded in.
-constexpr size_t kSizesThatKeepChanging = 3;
+// kSizesThatKeepChanging exact keys, and the buckets they ran padded in. A graph's first sizes
+// note no key (each call of a fused graph has a history of its own, which its first sizes start),
+// so two keys are three sizes.
+constexpr size_t kSizesThatKeepChanging = 2;
 struct Structure {
   std::vector<uint64_t> exact_keys;
   std::vector<uint64_t> buckets;
@@ -140,13 +143,16 @@ void sizes_of(const OpCall& call, Dims& sizes) {
 }
 
 // The dims of `sizes` (starting at `at` in the history) that are padded, and their bucket sizes.
-uint64_t padded_dims(const Dims& sizes, const std::vector<bool>& varied, size_t at, Dims& bucket) {
+// `above` (per size, like `varied`): the sizes that take the bucket above their own
+// (bucket_size(n + 1)), which differs from it only for a size that fills its bucket.
+uint64_t padded_dims(const Dims& sizes, const std::vector<bool>& varied, size_t at, Dims& bucket,
+                     const std::vector<bool>* above = nullptr) {
   uint64_t padded = 0;
   bucket = sizes;
   for (size_t d = 0; d < sizes.size() && d < 64; ++d) {
     if (!varied[at + d] || sizes[d] <= 1) continue;
     padded |= uint64_t{1} << d;
-    bucket[d] = bucket_size(sizes[d]);
+    bucket[d] = bucket_size(above && (*above)[at + d] ? sizes[d] + 1 : sizes[d]);
   }
   return padded;
 }
@@ -196,16 +202,21 @@ Dims window_strides(const TensorView& view, const Dims& bucket, const std::vecto
 
 // A view that is the whole of a storage whose length is fixed (a weight): its sizes come with the
 // storage's length, which the program's key holds anyway, so padding them brings no reuse.
-bool sized_by_storage(const TensorView& view) {
+// `seen_in_graph`: the storages that the graph's calls before this one touch, when the graph is
+// planned again at its flush (every storage has its place in the graph's set by then); null while
+// it records, where a place in the set tells the same.
+bool sized_by_storage(const TensorView& view, const std::unordered_set<const Storage*>* seen_in_graph) {
   const StorageState& s = state_of(*view.storage);
-  return !s.sized_to_bucket && covers_whole_storage(view) && (s.buffer || s.set_epoch != 0 || s.exact_length);
+  bool known = seen_in_graph ? seen_in_graph->count(view.storage.get()) != 0 : s.set_epoch != 0;
+  return !s.sized_to_bucket && covers_whole_storage(view) && (s.buffer || known || s.exact_length);
 }
 
 // The call's plan at bucket sizes, or null when padding_rules says padding could reach a result
 // (or nothing would be padded). Views sized by their storage keep their exact layout: their dims
 // vary only because sites of the op take weights of different sizes.
 std::shared_ptr<PaddingPlan> make_plan(const OpCall& call, const std::vector<bool>& varied,
-                                      const std::vector<bool>& growing) {
+                                      const std::vector<bool>& growing, bool above = false,
+                                      const std::unordered_set<const Storage*>* seen_in_graph = nullptr) {
   // Calls `visit(view, arg, at)` for each operand view in args order (`at`: where its sizes start
   // in the history), then for each destination (arg -1).
   auto for_each_placeable = [&](auto&& visit) {
@@ -243,14 +254,14 @@ std::shared_ptr<PaddingPlan> make_plan(const OpCall& call, const std::vector<boo
   // follow their history.
   Dims fixed_varying, fixed_constant;
   for_each_placeable([&](const TensorView& view, int32_t arg, size_t at) {
-    if (arg < 0 || !sized_by_storage(view)) return;
+    if (arg < 0 || !sized_by_storage(view, seen_in_graph)) return;
     for (size_t d = 0; d < view.layout.sizes.size(); ++d) {
       (varied[at + d] ? fixed_varying : fixed_constant).push_back(view.layout.sizes[d]);
     }
   });
   auto has = [](const Dims& sizes, int64_t size) { return std::find(sizes.begin(), sizes.end(), size) != sizes.end(); };
   auto operand_dims = [&](const Dims& sizes, size_t at, Dims& bucket) {
-    uint64_t padded = padded_dims(sizes, varied, at, bucket);
+    uint64_t padded = padded_dims(sizes, varied, at, bucket, above ? &growing : nullptr);
     for (size_t d = 0; d < sizes.size() && d < 64; ++d) {
       bool fixed = has(fixed_varying, sizes[d]) || (has(fixed_constant, sizes[d]) && !growing[at + d]);
       if ((padded >> d & 1) && fixed) {
@@ -262,7 +273,7 @@ std::shared_ptr<PaddingPlan> make_plan(const OpCall& call, const std::vector<boo
   };
   Dims padded_sizes;
   for_each_placeable([&](const TensorView& view, int32_t arg, size_t at) {
-    if (arg < 0 || sized_by_storage(view)) return;
+    if (arg < 0 || sized_by_storage(view, seen_in_graph)) return;
     Dims bucket;
     uint64_t padded = operand_dims(view.layout.sizes, at, bucket);
     for (size_t d = 0; d < view.layout.sizes.size() && d < 64; ++d) {
@@ -272,7 +283,7 @@ std::shared_ptr<PaddingPlan> make_plan(const OpCall& call, const std::vector<boo
   bool results_follow_operands = !lowering::pads_results_itself(call.name) && !call.inputs.empty();
   auto dims_of = [&](const Dims& sizes, size_t at, bool result, Dims& bucket) {
     if (!result) return operand_dims(sizes, at, bucket);
-    uint64_t padded = padded_dims(sizes, varied, at, bucket);
+    uint64_t padded = padded_dims(sizes, varied, at, bucket, above ? &growing : nullptr);
     if (!results_follow_operands) return padded;
     for (size_t d = 0; d < sizes.size() && d < 64; ++d) {
       if ((padded >> d & 1) && !has(padded_sizes, sizes[d])) {
@@ -284,6 +295,8 @@ std::shared_ptr<PaddingPlan> make_plan(const OpCall& call, const std::vector<boo
   };
 
   auto plan = std::make_shared<PaddingPlan>();
+  plan->varied = varied;
+  plan->growing = growing;
   std::vector<std::vector<lowering::PaddedOperand>> operands(call.args.size());
   std::vector<int32_t> arg_of_view;
   bool any_placed = false;
@@ -293,7 +306,7 @@ std::shared_ptr<PaddingPlan> make_plan(const OpCall& call, const std::vector<boo
     uint64_t padded = dims_of(view.layout.sizes, at, arg < 0, bucket);
     bool strides_vary = false;
     for (size_t d = 0; d < rank; ++d) strides_vary |= varied[at + rank + d];
-    if (sized_by_storage(view)) {
+    if (sized_by_storage(view, seen_in_graph)) {
       padded = 0;
       bucket = view.layout.sizes;
       strides_vary = false;
@@ -330,7 +343,87 @@ std::shared_ptr<PaddingPlan> make_plan(const OpCall& call, const std::vector<boo
   return plan;
 }
 
+// Whether `view` read at `bucket` sizes, with its own strides from its own offset, stays inside its
+// storage's value.
+bool fits_storage(const TensorView& view, const Dims& bucket) {
+  int64_t end = view.layout.offset + 1;
+  for (size_t d = 0; d < bucket.size(); ++d) {
+    if (bucket[d] == 0) return true;
+    if (view.layout.strides[d] < 0) return false;
+    end += (bucket[d] - 1) * view.layout.strides[d];
+  }
+  return view.layout.offset >= 0 && end <= view.storage->length_as(view.dtype);
+}
+
 }  // namespace
+
+void BucketAbove::undo(std::vector<OpCall>& calls) {
+  for (auto it = rooms.rbegin(); it != rooms.rend(); ++it) give_room(*it->first, it->second);
+  for (size_t i = 0; i < plans.size() && i < calls.size(); ++i) {
+    if (plans[i]) calls[i].padding = plans[i];
+  }
+  rooms.clear();
+  plans.clear();
+}
+
+bool take_bucket_above(std::vector<OpCall>& calls, BucketAbove& changed) {
+  changed = {};
+  // The fresh results' room first, for their readers' plans to see it.
+  for (const OpCall& call : calls) {
+    if (!call.padding) continue;
+    size_t at = 0;
+    for_each_view(call, [&](const TensorView& view, int32_t slot) {
+      Storage& storage = *view.storage;
+      StorageState& s = state_of(storage);
+      Dims bucket;
+      if (slot < 0 && s.grows && s.sized_to_bucket && !s.buffer && covers_whole_storage(view) &&
+          padded_dims(view.layout.sizes, call.padding->varied, at, bucket, &call.padding->growing)) {
+        int64_t spare = numel(bucket) * itemsize(view.dtype) - storage.nbytes;
+        if (spare > s.spare_bytes) {
+          changed.rooms.emplace_back(&storage, room_of(storage));
+          s.spare_bytes = spare;
+        }
+      }
+      at += 2 * view.layout.sizes.size();
+    });
+  }
+  std::unordered_set<const Storage*> seen;
+  std::vector<std::shared_ptr<const PaddingPlan>> above(calls.size());
+  bool differs = false, reads_room = false, fits = true;
+  for (size_t i = 0; i < calls.size() && fits; ++i) {
+    const OpCall& call = calls[i];
+    if (call.padding) {
+      auto plan = make_plan(call, call.padding->varied, call.padding->growing, /*above=*/true, &seen);
+      if (!plan) {
+        fits = false;
+        break;
+      }
+      differs |= plan->view_sizes != call.padding->view_sizes;
+      size_t index = 0;
+      for_each_view(call, [&](const TensorView& view, int32_t slot) {
+        size_t v = index++;
+        const StorageState& s = state_of(*view.storage);
+        // A value from before the graph must hold the bucket above as it is.
+        if (slot < 0 || !plan->view_placed[v] || !s.buffer) return;
+        fits = fits && fits_storage(view, plan->view_sizes[v]);
+        reads_room |= s.spare_bytes > 0;
+      });
+      above[i] = std::move(plan);
+    }
+    for_each_view(call, [&](const TensorView& view, int32_t) { seen.insert(view.storage.get()); });
+  }
+  changed.plans.resize(calls.size());
+  if (!(fits && differs && reads_room)) {
+    changed.undo(calls);
+    return false;
+  }
+  for (size_t i = 0; i < calls.size(); ++i) {
+    if (!above[i]) continue;
+    changed.plans[i] = calls[i].padding;
+    calls[i].padding = std::move(above[i]);
+  }
+  return true;
+}
 
 bool takes_growing_operands(const OpCall& call) {
   for (const auto& view : call.inputs) {
@@ -358,8 +451,8 @@ uint64_t padding_site(uint64_t graph, uint64_t index) {
   return cache::fnv1a64(parts, sizeof parts) | 1;
 }
 
-void plan_padding(OpCall& call, bool sizes_vary, uint64_t site) {
-  if (!buckets_enabled()) return;
+uint64_t plan_padding(OpCall& call, bool sizes_vary, uint64_t site) {
+  if (!buckets_enabled()) return 0;
   uint64_t key = history_key(call);
   if (site) key = cache::fnv1a64(&site, sizeof site, key);
   // Every op comes here: the buffers are the thread's, not allocated per call.
@@ -374,9 +467,9 @@ void plan_padding(OpCall& call, bool sizes_vary, uint64_t site) {
     History& h = it->second;
     if (inserted) {
       h = first_history(sizes);
-      return;
+      return key;
     }
-    if (!note_sizes(h, sizes, varied, growing)) return;
+    if (!note_sizes(h, sizes, varied, growing)) return key;
     declined = h.declined;
   }
   if (sizes_vary) {
@@ -406,8 +499,11 @@ void plan_padding(OpCall& call, bool sizes_vary, uint64_t site) {
     }
     at += 2 * rank;
   });
-  if (declined || call.lowering == nullptr || call.lowering->random) return;
-  call.padding = make_plan(call, varied, growing);
+  if (declined || call.lowering == nullptr || call.lowering->random) return key;
+  auto plan = make_plan(call, varied, growing);
+  if (plan) plan->history = key;
+  call.padding = std::move(plan);
+  return key;
 }
 
 int64_t upload_spare_bytes(DType dtype, const Dims& sizes) {
@@ -475,7 +571,7 @@ void decline_padding(const OpCall& call) {
   constexpr int kFailuresTolerated = 3;
   std::lock_guard<std::mutex> lock(g_mutex);
   ++g_counters.declined;
-  auto it = g_history.find(history_key(call));
+  auto it = g_history.find(call.padding && call.padding->history ? call.padding->history : history_key(call));
   if (it != g_history.end() && ++it->second.failures > kFailuresTolerated) it->second.declined = true;
 }
 

@@ -31,6 +31,10 @@ struct PaddingPlan {
   std::vector<uint64_t> view_padded;
   std::vector<double> view_fills;
   std::vector<Dims> output_dims;  // the results' bucket shapes
+  // What the plan was made from (per size of the call's history), so that a graph can plan its
+  // calls again at the bucket above (take_bucket_above).
+  std::vector<bool> varied, growing;
+  uint64_t history = 0;  // the key of the history it was planned from
 };
 
 // The bucket of a dim of size n: the next power of two.
@@ -39,14 +43,32 @@ int64_t bucket_size(int64_t n);
 // Notes the call's sizes; fills call.padding, and gives fresh destinations their bucket's room.
 // `sizes_vary`: the caller knows that the sizes of its varied dims change (a torch.compile graph
 // traced with symbolic sizes), so they count as growing at once. `site` (0: none) gives the call a
-// history of its own instead of its op's (padding_site).
-void plan_padding(OpCall& call, bool sizes_vary = false, uint64_t site = 0);
+// history of its own instead of its op's (padding_site, or the key of the call before it in a
+// fused graph). Returns the key of the history the call noted its sizes in (0: none).
+uint64_t plan_padding(OpCall& call, bool sizes_vary = false, uint64_t site = 0);
 
 // The site of the `index`-th call of the torch.compile graph `graph`. Its history holds only the
 // sizes that call took at the graph's earlier calls: the decode step's query of one token keeps
 // its exact layout though the same op's calls elsewhere (the prefill) had other sizes, and only
 // what the graph's symbolic sizes move is padded.
 uint64_t padding_site(uint64_t graph, uint64_t index);
+
+// What take_bucket_above changed: the fresh results' room and the calls' plans before it, put back
+// by undo() when the graph runs its exact program after all.
+struct BucketAbove {
+  std::vector<std::pair<Storage*, StorageRoom>> rooms;
+  std::vector<std::shared_ptr<const PaddingPlan>> plans;  // per call; null where it kept its plan
+  void undo(std::vector<OpCall>& calls);
+};
+
+// A graph whose padded sizes fill their buckets (a length of 2^k) while the values it reads from
+// before it have room for the bucket above (token ids of length 2^k + 1, read without their last
+// or first column) would compile a program no other length runs: the graphs of lengths 2^k + 1 ..
+// 2^(k+1) take the same values at the bucket above. This plans its padded calls at the bucket
+// above (bucket_size(n + 1) for each padded size n) and grows its fresh results' room to match,
+// so that it runs their program. Only where every such value holds that bucket as it is and one of
+// them has room; false, with nothing changed, otherwise.
+bool take_bucket_above(std::vector<OpCall>& calls, BucketAbove& changed);
 
 // Whether some operand was written by an op whose sizes keep growing: the call is part of such a
 // computation (a generation loop), and pads at once.

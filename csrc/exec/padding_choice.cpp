@@ -42,10 +42,14 @@ uint64_t structure_of(const std::vector<OpCall>& calls, uint64_t& buckets) {
 // buckets (exec/padding.h); for the latter, marks the calls padded and replaces key and offsets.
 // `growing`: the calls are an iteration of a loop whose sizes grow, which pads at once.
 void choose_padding(std::vector<OpCall>& calls, StorageSet& storages, std::string& key,
-                    std::vector<int64_t>& offsets, const KeepSet& keep, bool growing) {
+                    std::vector<int64_t>& offsets, const KeepSet& keep, bool growing, BucketAbove* above) {
   bool any = false;
   for (const OpCall& call : calls) any |= call.padding != nullptr;
   if (!any || cache::ProgramCache::get().find_in_memory(launch_key(key, storages, keep))) return;
+  uint64_t buckets = 0;
+  BucketAbove unused;
+  BucketAbove& changed = above ? *above : unused;
+  bool took_above = above && structure_of(calls, buckets) != 0 && take_bucket_above(calls, changed);
   std::string padded_key;
   std::vector<int64_t> padded_offsets;
   PaddedWrites writes;
@@ -53,7 +57,6 @@ void choose_padding(std::vector<OpCall>& calls, StorageSet& storages, std::strin
     call.padded = call.padding != nullptr;
     append_padded_call_key(padded_key, call, storages, padded_offsets, writes);
   }
-  uint64_t buckets = 0;
   uint64_t structure = structure_of(calls, buckets);
   if (prefer_padded(padded_key, key, growing, structure, buckets)) {
     key = std::move(padded_key);
@@ -61,6 +64,7 @@ void choose_padding(std::vector<OpCall>& calls, StorageSet& storages, std::strin
     return;
   }
   for (OpCall& call : calls) call.padded = false;
+  if (took_above) changed.undo(calls);
 }
 
 // The padded program of `calls` (`padded_key`) failed to build or compile: neither it nor, after

@@ -79,8 +79,6 @@ int32_t StorageSet::find(const Storage* s) const {
 uint64_t call_signature(const OpCall& call, Signature kind) {
   std::string text = call.name + '.' + call.overload;
   text.push_back('\0');
-  const PaddingPlan* plan = kind == Signature::Bucketed ? call.padding.get() : nullptr;
-  size_t index = 0;
   for_each_view(call, [&](const TensorView& view, int32_t slot) {
     append_int(text, slot);
     text.push_back(static_cast<char>(view.dtype));
@@ -92,14 +90,9 @@ uint64_t call_signature(const OpCall& call, Signature kind) {
       append_dims(text, view.layout.sizes);
       return;
     }
-    append_int(text, view.storage->value_bytes());
-    if (plan && plan->view_placed[index]) {
-      append_dims(text, plan->view_sizes[index]);
-    } else {
-      append_dims(text, view.layout.sizes);
-      append_dims(text, view.layout.strides);
-    }
-    ++index;
+    append_int(text, bucket_size(view.storage->value_bytes()));
+    for (int64_t size : view.layout.sizes) append_int(text, bucket_size(size));
+    for (int64_t stride : view.layout.strides) append_int(text, bucket_size(stride));
   });
   return cache::fnv1a64(text);
 }

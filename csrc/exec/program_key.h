@@ -64,9 +64,10 @@ void append_static_argument(std::string& key, const lowering::Arg& arg, const Op
 
 // A hash of the call's structure that does not depend on where its storages sit in a program:
 // the same op on the same shapes in two iterations of a loop has the same signature. Bucketed:
-// with its storages' lengths and the sizes of the call's padding plan (exec/padding.h) where it
-// has one, so that two iterations of a loop whose sizes grow within one bucket have the same
-// signature too; Sizes: with its views' sizes only (two layers of one model may read storages of
+// with its storages' lengths, its views' sizes and strides each at its bucket (exec/padding.h),
+// so that two iterations of a loop whose sizes grow within one bucket have the same signature
+// too, whether or not their calls have a padding plan yet (each call of a fused graph has a
+// history of its own, so a loop's iterations within one graph have none); Sizes: with its views' sizes only (two layers of one model may read storages of
 // other lengths, some with their bucket's room, though no size differs); Ranks: with no sizes at
 // all, so that iterations match across buckets.
 enum class Signature : uint8_t { Sizes, Bucketed, Ranks };

@@ -227,11 +227,14 @@ TEST(signatures_ignore_storage_positions_and_drop_sizes_by_kind) {
   exec::append_call_key(later, call, shared, offsets);
   EXPECT(alone != later);
   EXPECT(exec::call_signature(call, Signature::Sizes) == exec::call_signature(add_call(), Signature::Sizes));
-  // Sizes ignore the storage's length (its room); Bucketed does not.
-  exec::OpCall roomy = add_call();
+  // Sizes ignore the storage's length (its room); Bucketed holds its bucket: room within the
+  // bucket of the storage's bytes (12 elements to 16) leaves it as it was, room past it does not.
+  exec::OpCall roomy = add_call(), roomier = add_call();
   roomy.inputs[0].storage = storage_of(16);
-  EXPECT(exec::call_signature(roomy, Signature::Sizes) == exec::call_signature(call, Signature::Sizes));
-  EXPECT(exec::call_signature(roomy, Signature::Bucketed) != exec::call_signature(call, Signature::Bucketed));
+  roomier.inputs[0].storage = storage_of(32);
+  EXPECT(exec::call_signature(roomier, Signature::Sizes) == exec::call_signature(call, Signature::Sizes));
+  EXPECT(exec::call_signature(roomy, Signature::Bucketed) == exec::call_signature(call, Signature::Bucketed));
+  EXPECT(exec::call_signature(roomier, Signature::Bucketed) != exec::call_signature(call, Signature::Bucketed));
 
   exec::OpCall small = padded_add(5, 8), large = padded_add(7, 8), other_bucket = padded_add(9, 16);
   EXPECT(exec::call_signature(small, Signature::Sizes) != exec::call_signature(large, Signature::Sizes));
