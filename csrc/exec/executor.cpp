@@ -55,6 +55,7 @@ struct PendingGraph {
   std::vector<size_t> key_ends, offsets_ends;
   // The history key of the last call planned (exec/padding.h): the next call's site.
   uint64_t padding_chain = 0;
+  LoopSignatures loop_signatures;  // of the calls probed for a growing loop so far
 };
 
 }  // namespace
@@ -452,7 +453,7 @@ void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call)
     lane->loop_period = 0;
   } else if (n >= kLoopProbe && (n & (n - 1)) == 0 && lane->loop_period == 0) {
     // Probed at powers of two: the cost stays linear in the graph's size.
-    auto [start, period] = growing_loop(graph.calls);
+    auto [start, period] = growing_loop(graph.calls, graph.loop_signatures);
     if (period > 0) {
       lane->loop_period = period;
       // What came before the first repeating iteration runs as a graph of its own.

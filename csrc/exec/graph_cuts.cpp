@@ -25,6 +25,31 @@ size_t repeat_point(const std::vector<OpCall>& calls) {
   return n;
 }
 
+namespace {
+
+// Hashes of every range of a sequence of signatures, each in constant time: equal ranges hash
+// equal, and two ranges that differ hash equal with a chance of 2^-64, which would cost a cut
+// where no loop is (never a wrong value).
+class RangeHashes {
+ public:
+  explicit RangeHashes(const std::vector<uint64_t>& values) : prefix_(values.size() + 1), powers_(values.size() + 1) {
+    powers_[0] = 1;
+    for (size_t k = 0; k < values.size(); ++k) {
+      prefix_[k + 1] = prefix_[k] * kBase + values[k];
+      powers_[k + 1] = powers_[k] * kBase;
+    }
+  }
+  uint64_t of(size_t start, size_t length) const {
+    return prefix_[start + length] - prefix_[start] * powers_[length];
+  }
+
+ private:
+  static constexpr uint64_t kBase = 0x9e3779b97f4a7c15ull;  // odd: every power is invertible
+  std::vector<uint64_t> prefix_, powers_;
+};
+
+}  // namespace
+
 // A loop with no host read whose sizes grow (a generation loop) is cut into one graph per
 // iteration, each of which runs padded at its bucket's sizes: the same few programs serve the
 // whole loop, and no graph waits for a bound. Its iterations differ in sizes only: the first ops
@@ -32,30 +57,36 @@ size_t repeat_point(const std::vector<OpCall>& calls) {
 // training step's layers repeat with equal sizes and are not cut.) The loop's first iteration may
 // differ from the next ones (a prompt's prefill before the decode steps), so the repeat may start
 // anywhere: returns where the first repeating iteration starts and its length, or {0, 0}.
-std::pair<size_t, size_t> growing_loop(const std::vector<OpCall>& calls) {
+std::pair<size_t, size_t> growing_loop(const std::vector<OpCall>& calls, LoopSignatures& signatures) {
   size_t n = calls.size();
   if (n < 2 * kWindow) return {0, 0};
-  std::vector<uint64_t> bucketed(n), sizes(n);
-  for (size_t i = 0; i < n; ++i) {
-    bucketed[i] = call_signature(calls[i], Signature::Bucketed);
-    sizes[i] = call_signature(calls[i], Signature::Sizes);
+  // Each call's signatures once, as the graph grows: the graph is probed at every power of two.
+  for (size_t i = signatures.bucketed.size(); i < n; ++i) {
+    signatures.bucketed.push_back(call_signature(calls[i], Signature::Bucketed));
+    signatures.sizes.push_back(call_signature(calls[i], Signature::Sizes));
   }
-  auto window_hash = [&](const std::vector<uint64_t>& s, size_t at) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t k = 0; k < kWindow; ++k) h = (h ^ s[at + k]) * 1099511628211ull;
-    return h;
-  };
+  // Iterations of such a loop hold one call at two sizes in one bucket; a graph in which no
+  // bucketed signature comes with two sizes (an op repeated at one size, a model's layers at one
+  // length) holds none, and the search below, quadratic in the places a window recurs, is skipped.
+  std::unordered_map<uint64_t, uint64_t> sizes_of_bucketed;
+  bool some_call_changes_size = false;
+  for (size_t i = 0; i < n && !some_call_changes_size; ++i) {
+    auto [it, inserted] = sizes_of_bucketed.emplace(signatures.bucketed[i], signatures.sizes[i]);
+    some_call_changes_size = !inserted && it->second != signatures.sizes[i];
+  }
+  if (!some_call_changes_size) return {0, 0};
+  RangeHashes bucketed(signatures.bucketed), sizes(signatures.sizes);
   // A period holds when a whole iteration repeats (a layer of a model repeats a window, not the
   // step), the second one differing in some size: two layers of a model at one length repeat
   // with equal sizes, though what they read may sit in storages of other lengths.
   auto repeats = [&](size_t start, size_t period) {
     if (start + 2 * period > n) return false;
-    return std::equal(bucketed.begin() + start, bucketed.begin() + start + period, bucketed.begin() + start + period) &&
-           !std::equal(sizes.begin() + start, sizes.begin() + start + period, sizes.begin() + start + period);
+    return bucketed.of(start, period) == bucketed.of(start + period, period) &&
+           sizes.of(start, period) != sizes.of(start + period, period);
   };
   std::unordered_map<uint64_t, std::vector<size_t>> seen;  // bucketed window -> where it occurs
   for (size_t i = 0; i + kWindow <= n; ++i) {
-    std::vector<size_t>& at = seen[window_hash(bucketed, i)];
+    std::vector<size_t>& at = seen[bucketed.of(i, kWindow)];
     for (size_t start : at) {
       if (i - start >= kWindow && repeats(start, i - start)) return {start, i - start};
     }
