@@ -77,7 +77,11 @@ int32_t StorageSet::find(const Storage* s) const {
 }
 
 uint64_t call_signature(const OpCall& call, Signature kind) {
-  std::string text = call.name + '.' + call.overload;
+  // Computed for every call a graph records: the text is built in a buffer the thread keeps.
+  thread_local std::string text;
+  text.assign(call.name);
+  text.push_back('.');
+  text += call.overload;
   text.push_back('\0');
   for_each_view(call, [&](const TensorView& view, int32_t slot) {
     append_int(text, slot);
