@@ -355,6 +355,29 @@ bool fits_storage(const TensorView& view, const Dims& bucket) {
   return view.layout.offset >= 0 && end <= view.storage->length_as(view.dtype);
 }
 
+// Whether some growing size the call pads fills its bucket (a power of two): only there does
+// the bucket above differ from its own.
+bool fills_a_bucket(const OpCall& call) {
+  const PaddingPlan& plan = *call.padding;
+  size_t at = 0;
+  bool fills = false;
+  auto visit = [&](const Dims& sizes) {
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      int64_t n = sizes[d];
+      fills |= plan.varied[at + d] && plan.growing[at + d] && n > 1 && (n & (n - 1)) == 0;
+    }
+  };
+  for_each_view(call, [&](const TensorView& view, int32_t) {
+    visit(view.layout.sizes);
+    at += 2 * view.layout.sizes.size();
+  });
+  for (const auto& output : call.outputs) {
+    visit(output.dims);
+    at += output.dims.size();
+  }
+  return fills;
+}
+
 }  // namespace
 
 void BucketAbove::undo(std::vector<OpCall>& calls) {
@@ -368,6 +391,11 @@ void BucketAbove::undo(std::vector<OpCall>& calls) {
 
 bool take_bucket_above(std::vector<OpCall>& calls, BucketAbove& changed) {
   changed = {};
+  // Checked first: a graph in the middle of its bucket (every training step of a loop over many
+  // lengths, but for one per bucket) is not planned again for nothing.
+  if (std::none_of(calls.begin(), calls.end(), [](const OpCall& c) { return c.padding && fills_a_bucket(c); })) {
+    return false;
+  }
   // The fresh results' room first, for their readers' plans to see it.
   for (const OpCall& call : calls) {
     if (!call.padding) continue;
@@ -396,7 +424,7 @@ bool take_bucket_above(std::vector<OpCall>& calls, BucketAbove& changed) {
       auto plan = make_plan(call, call.padding->varied, call.padding->growing, /*above=*/true, &seen);
       if (!plan) {
         fits = false;
-        break;
+        continue;
       }
       differs |= plan->view_sizes != call.padding->view_sizes;
       size_t index = 0;

@@ -10,12 +10,12 @@ namespace tpu::exec {
 
 namespace {
 
-// A fused graph's structure: its calls without their sizes (their ops, dtypes and ranks), and in
-// `buckets` the bucket sizes of its padded views. 0 for one op, whose programs keep the rule of
-// their padded key alone (sites of different widths must keep their exact programs), and for a
-// graph that takes values a graph before it grew (a generation step): its first steps in a bucket
-// see those values' room change, and their padded keys would not be met again.
-uint64_t structure_of(const std::vector<OpCall>& calls, uint64_t& buckets) {
+// A fused graph's structure: its calls without their sizes (their ops, dtypes and ranks). 0 for
+// one op, whose programs keep the rule of their padded key alone (sites of different widths must
+// keep their exact programs), and for a graph that takes values a graph before it grew (a
+// generation step): its first steps in a bucket see those values' room change, and their padded
+// keys would not be met again.
+uint64_t structure_of(const std::vector<OpCall>& calls) {
   if (calls.size() < 2) return 0;
   for (const OpCall& call : calls) {
     for (const TensorView& view : call.inputs) {
@@ -24,16 +24,23 @@ uint64_t structure_of(const std::vector<OpCall>& calls, uint64_t& buckets) {
     }
   }
   uint64_t structure = cache::kFnvOffsetBasis;
-  buckets = cache::kFnvOffsetBasis;
   for (const OpCall& call : calls) {
     uint64_t signature = call_signature(call, Signature::Ranks);
     structure = cache::fnv1a64(&signature, sizeof signature, structure);
+  }
+  return structure;
+}
+
+// The bucket sizes of the graph's padded views, as its plans have them.
+uint64_t buckets_of(const std::vector<OpCall>& calls) {
+  uint64_t buckets = cache::kFnvOffsetBasis;
+  for (const OpCall& call : calls) {
     if (!call.padding) continue;
     for (const Dims& sizes : call.padding->view_sizes) {
       buckets = cache::fnv1a64(sizes.data(), sizes.size() * sizeof(int64_t), buckets);
     }
   }
-  return structure;
+  return buckets;
 }
 
 }  // namespace
@@ -46,10 +53,8 @@ void choose_padding(std::vector<OpCall>& calls, StorageSet& storages, std::strin
   bool any = false;
   for (const OpCall& call : calls) any |= call.padding != nullptr;
   if (!any || cache::ProgramCache::get().find_in_memory(launch_key(key, storages, keep))) return;
-  uint64_t buckets = 0;
-  BucketAbove unused;
-  BucketAbove& changed = above ? *above : unused;
-  bool took_above = above && structure_of(calls, buckets) != 0 && take_bucket_above(calls, changed);
+  uint64_t structure = structure_of(calls);
+  bool took_above = above && structure != 0 && take_bucket_above(calls, *above);
   std::string padded_key;
   std::vector<int64_t> padded_offsets;
   PaddedWrites writes;
@@ -57,14 +62,13 @@ void choose_padding(std::vector<OpCall>& calls, StorageSet& storages, std::strin
     call.padded = call.padding != nullptr;
     append_padded_call_key(padded_key, call, storages, padded_offsets, writes);
   }
-  uint64_t structure = structure_of(calls, buckets);
-  if (prefer_padded(padded_key, key, growing, structure, buckets)) {
+  if (prefer_padded(padded_key, key, growing, structure, structure ? buckets_of(calls) : 0)) {
     key = std::move(padded_key);
     offsets = std::move(padded_offsets);
     return;
   }
   for (OpCall& call : calls) call.padded = false;
-  if (took_above) changed.undo(calls);
+  if (took_above) above->undo(calls);
 }
 
 // The padded program of `calls` (`padded_key`) failed to build or compile: neither it nor, after
