@@ -62,8 +62,9 @@ std::pair<size_t, size_t> growing_loop(const std::vector<OpCall>& calls, LoopSig
   if (n < 2 * kWindow) return {0, 0};
   // Each call's signatures once, as the graph grows: the graph is probed at every power of two.
   for (size_t i = signatures.bucketed.size(); i < n; ++i) {
-    signatures.bucketed.push_back(call_signature(calls[i], Signature::Bucketed));
-    signatures.sizes.push_back(call_signature(calls[i], Signature::Sizes));
+    LoopSignature signature = call_signatures(calls[i]);
+    signatures.bucketed.push_back(signature.bucketed);
+    signatures.sizes.push_back(signature.sizes);
   }
   // Iterations of such a loop hold one call at two sizes in one bucket; a graph in which no
   // bucketed signature comes with two sizes (an op repeated at one size, a model's layers at one

@@ -11,6 +11,7 @@
 
 #include "cache/stable_hash.h"
 #include "exec/program_key.h"
+#include "exec/word_hash.h"
 #include "lowering/padding_rules.h"
 #include "lowering/view_access.h"
 
@@ -89,7 +90,9 @@ uint64_t history_key(const OpCall& call) {
     key.push_back(static_cast<char>(output.dtype));
     key.push_back(static_cast<char>(output.dims.size()));
   }
-  return cache::fnv1a64(key);
+  WordHash hash;
+  hash.add(key);
+  return hash.value();
 }
 
 // Adds `sizes` to the values `h` has seen; per size, whether it has taken another value before

@@ -3,6 +3,7 @@
 
 #include "cache/stable_hash.h"
 #include "exec/padding.h"
+#include "exec/word_hash.h"
 
 namespace tpu::exec {
 
@@ -76,29 +77,47 @@ int32_t StorageSet::find(const Storage* s) const {
   return state.set_epoch == epoch_ ? state.set_index : -1;
 }
 
+namespace {
+
+WordHash op_hash(const OpCall& call) {
+  WordHash hash;
+  hash.add(call.name);
+  hash.add(call.overload);
+  return hash;
+}
+
+}  // namespace
+
 uint64_t call_signature(const OpCall& call, Signature kind) {
-  // Computed for every call a graph records: the text is built in a buffer the thread keeps.
-  thread_local std::string text;
-  text.assign(call.name);
-  text.push_back('.');
-  text += call.overload;
-  text.push_back('\0');
+  if (kind == Signature::Bucketed) return call_signatures(call).bucketed;
+  WordHash hash = op_hash(call);
   for_each_view(call, [&](const TensorView& view, int32_t slot) {
-    append_int(text, slot);
-    text.push_back(static_cast<char>(view.dtype));
-    if (kind == Signature::Ranks) {
-      append_int(text, static_cast<int64_t>(view.layout.sizes.size()));
-      return;
-    }
+    hash.add(static_cast<uint64_t>(static_cast<uint32_t>(slot)) << 8 | static_cast<uint64_t>(view.dtype));
+    hash.add(view.layout.sizes.size());
     if (kind == Signature::Sizes) {
-      append_dims(text, view.layout.sizes);
-      return;
+      for (int64_t size : view.layout.sizes) hash.add(size);
     }
-    append_int(text, bucket_size(view.storage->value_bytes()));
-    for (int64_t size : view.layout.sizes) append_int(text, bucket_size(size));
-    for (int64_t stride : view.layout.strides) append_int(text, bucket_size(stride));
   });
-  return cache::fnv1a64(text);
+  return hash.value();
+}
+
+LoopSignature call_signatures(const OpCall& call) {
+  // Computed for every call of a graph that the loop search probes: one walk for both.
+  WordHash bucketed = op_hash(call);
+  WordHash sizes = bucketed;
+  for_each_view(call, [&](const TensorView& view, int32_t slot) {
+    uint64_t placed = static_cast<uint64_t>(static_cast<uint32_t>(slot)) << 8 | static_cast<uint64_t>(view.dtype);
+    bucketed.add(placed);
+    sizes.add(placed);
+    sizes.add(view.layout.sizes.size());
+    bucketed.add(bucket_size(view.storage->value_bytes()));
+    for (int64_t size : view.layout.sizes) {
+      sizes.add(size);
+      bucketed.add(bucket_size(size));
+    }
+    for (int64_t stride : view.layout.strides) bucketed.add(bucket_size(stride));
+  });
+  return {bucketed.value(), sizes.value()};
 }
 
 void append_static_argument(std::string& key, const lowering::Arg& arg, const OpCall& call, bool list_values) {

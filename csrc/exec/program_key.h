@@ -72,6 +72,11 @@ void append_static_argument(std::string& key, const lowering::Arg& arg, const Op
 // all, so that iterations match across buckets.
 enum class Signature : uint8_t { Sizes, Bucketed, Ranks };
 uint64_t call_signature(const OpCall& call, Signature kind);
+// The Bucketed and Sizes signatures of a call together.
+struct LoopSignature {
+  uint64_t bucketed = 0, sizes = 0;
+};
+LoopSignature call_signatures(const OpCall& call);
 
 // Whether the program reading or writing `view` takes its offset at run time.
 bool runtime_offset(const TensorView& view);
