@@ -3,7 +3,7 @@
 #include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
 
-#include <unordered_map>
+#include <algorithm>
 
 #include "aten/tpu_tensor.h"
 
@@ -33,6 +33,9 @@ bool ListCall::same_device(const at::Tensor& t) {
 bool ListCall::add_tensor_list(at::TensorList list) {
   Arg arg;
   arg.kind = Arg::Kind::TensorList;
+  arg.slots.reserve(list.size());
+  call_.inputs.reserve(call_.inputs.size() + list.size());
+  read_.reserve(read_.size() + list.size());
   for (size_t i = 0; i < list.size(); ++i) {
     const at::Tensor& t = list[i];
     if (!is_tpu(t) || !same_device(t) || t.is_conj() || t.is_neg() || !t.is_contiguous()) return false;
@@ -98,6 +101,9 @@ void ListCall::add_bool(bool value) {
 void ListCall::add_none() { call_.args.emplace_back(); }
 
 void ListCall::write_into(at::TensorList targets) {
+  call_.outputs.reserve(call_.outputs.size() + targets.size());
+  call_.destinations.reserve(call_.destinations.size() + targets.size());
+  written_.reserve(written_.size() + targets.size());
   for (size_t i = 0; i < targets.size(); ++i) {
     const at::Tensor& t = targets[i];
     call_.outputs.push_back({to_dtype(t.scalar_type()), Dims(t.sizes().begin(), t.sizes().end())});
@@ -114,6 +120,9 @@ void ListCall::write_into(const at::Tensor& target) {
 
 std::vector<at::Tensor> ListCall::fresh_results(at::TensorList like, bool rank0) {
   std::vector<at::Tensor> results;
+  results.reserve(like.size());
+  call_.outputs.reserve(call_.outputs.size() + like.size());
+  call_.destinations.reserve(call_.destinations.size() + like.size());
   for (size_t i = 0; i < like.size(); ++i) {
     const at::Tensor& t = like[i];
     at::Tensor result = at::empty(rank0 ? at::IntArrayRef{} : t.sizes(), t.options());
@@ -124,15 +133,16 @@ std::vector<at::Tensor> ListCall::fresh_results(at::TensorList like, bool rank0)
   return results;
 }
 
-bool ListCall::entries_independent() const {
-  std::unordered_map<const void*, int64_t> written_at;  // storage -> the list index written there
-  written_at.reserve(written_.size());
-  for (const auto& [index, storage] : written_) {
-    if (!written_at.emplace(storage, index).second) return false;
+bool ListCall::entries_independent() {
+  // Sorted by storage, so that a storage's entries sit together: no map per call.
+  auto by_storage = [](const ListEntry& a, const ListEntry& b) { return a.second < b.second; };
+  std::sort(written_.begin(), written_.end(), by_storage);
+  for (size_t i = 1; i < written_.size(); ++i) {
+    if (written_[i].second == written_[i - 1].second) return false;  // two writes into one storage
   }
-  for (const auto& [index, storage] : read_) {
-    auto it = written_at.find(storage);
-    if (it != written_at.end() && it->second != index) return false;
+  for (const ListEntry& read : read_) {
+    auto it = std::lower_bound(written_.begin(), written_.end(), read, by_storage);
+    if (it != written_.end() && it->second == read.second && it->first != read.first) return false;
   }
   return true;
 }

@@ -43,13 +43,15 @@ class ListCall {
 
  private:
   bool same_device(const at::Tensor& t);
-  bool entries_independent() const;
+  // Sorts written_.
+  bool entries_independent();
 
   exec::OpCall call_;
   int device_ = -1;
   // Per input and per destination: the list index of the entry (-1: not a list entry) and its
   // storage, to find entries the per-tensor loop would read after another's write.
-  std::vector<std::pair<int64_t, const void*>> read_, written_;
+  using ListEntry = std::pair<int64_t, const void*>;
+  std::vector<ListEntry> read_, written_;
 };
 
 }  // namespace tpu::aten

@@ -200,17 +200,20 @@ int64_t fused_op_bound() {
   return std::min<int64_t>(g_max_pending, std::max<int64_t>(kMinBoundedOps, static_cast<int64_t>(by_cost)));
 }
 
+bool nothing_to_settle(const Lane* own_lane) {
+  // One thread, strict or fused: nothing but its own graph can hold a storage.
+  bool only_own = g_pending.empty() ||
+                  (own_lane && g_pending.size() == 1 && g_pending.begin()->second.get() == own_lane);
+  return only_own && g_in_flight.empty();
+}
+
+}  // namespace
 
 // Waits until no graph but `own_lane`'s pending one holds any of `storages`: a graph pending in
 // another lane is run (in this one too when `own_lane` is null), one in flight is waited for.
 // True when it had to let the lock go, so that the caller checks its own state again.
-}  // namespace
-
 bool settle_locked(Lock& lock, const std::vector<const Storage*>& storages, const Lane* own_lane) {
-  // One thread, strict or fused: nothing but its own graph can hold a storage.
-  bool only_own = g_pending.empty() ||
-                  (own_lane && g_pending.size() == 1 && g_pending.begin()->second.get() == own_lane);
-  if (only_own && g_in_flight.empty()) return false;
+  if (nothing_to_settle(own_lane)) return false;
   bool released = false;
   for (bool again = true; again;) {
     again = false;
@@ -395,9 +398,12 @@ void run_one_by_one_locked(Lock& lock, const std::vector<OpCall>& calls) {
 void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call) {
   // Another thread flushing this lane (the autograd engine's, sharing it) or holding the call's
   // storages in its own graph goes first; both may let the lock go, so check again after.
-  std::vector<const Storage*> touched = storages_of(call);
+  // The common case, one thread's own graph, lists no storages.
+  std::vector<const Storage*> touched;
   do {
     g_settled.wait(lock, [&] { return !lane->flushing; });
+    if (nothing_to_settle(lane.get())) break;
+    if (touched.empty()) touched = storages_of(call);
   } while (settle_locked(lock, touched, lane.get()));
   PendingGraph& graph = lane->graph;
   // record_locked may flush, and a flush records the rest of a cut graph through here.
@@ -511,7 +517,7 @@ void run(OpCall call) {
     Lock lock(g_mutex);
     // A fused graph (another thread's, or this one's before a mode change) may hold values this
     // op reads or writes.
-    if (!g_pending.empty() || !g_in_flight.empty()) settle_locked(lock, storages_of(call), nullptr);
+    if (!nothing_to_settle(nullptr)) settle_locked(lock, storages_of(call), nullptr);
     plan_padding(call);
     StorageSet storages;
     std::string key;
