@@ -9,7 +9,9 @@
 #include <mutex>
 #include <vector>
 
+#include <ATen/EmptyTensor.h>
 #include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 
 #include "aten/memory_history.h"
@@ -231,6 +233,15 @@ exec::StoragePtr storage_of(const c10::Storage& storage) {
               "tpu: this tensor's storage was not allocated by the tpu allocator (a DLPack import or a "
               "from_blob pointer); the tpu device can only use tensors it made itself");
   return static_cast<StorageContext*>(data.get_context())->storage;
+}
+
+at::Tensor fresh_result(at::IntArrayRef sizes, std::optional<at::IntArrayRef> strides, at::ScalarType dtype,
+                        int device) {
+  to_dtype(dtype);  // raises for a dtype the device does not have
+  c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+  const c10::DispatchKeySet keys(c10::DispatchKey::PrivateUse1);
+  if (strides) return at::detail::empty_strided_generic(sizes, *strides, allocator(), keys, dtype);
+  return at::detail::empty_generic(sizes, allocator(), keys, dtype, std::nullopt);
 }
 
 int device_of_address(const void* address) {

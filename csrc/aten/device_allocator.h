@@ -18,6 +18,12 @@ namespace tpu::aten {
 c10::Allocator* allocator();
 c10::DataPtr allocate_on(size_t nbytes, int device);
 
+// A fresh tensor on tpu:`device` for an op's result, dense (no strides) or with the strides its
+// meta function gave; made without dispatching empty_strided, whose checks the op's arguments
+// have already passed: every recorded op makes its results here.
+at::Tensor fresh_result(at::IntArrayRef sizes, std::optional<at::IntArrayRef> strides, at::ScalarType dtype,
+                        int device);
+
 // The device whose reserved range holds `address` (a data pointer, or one inside a storage), or -1.
 int device_of_address(const void* address);
 

@@ -1,10 +1,11 @@
 #include "aten/list_ops.h"
 
-#include <ATen/ops/empty.h>
+#include <ATen/core/ivalue.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
 
+#include "aten/device_allocator.h"
 #include "aten/tpu_tensor.h"
 
 namespace tpu::aten {
@@ -125,7 +126,7 @@ std::vector<at::Tensor> ListCall::fresh_results(at::TensorList like, bool rank0)
   call_.destinations.reserve(call_.destinations.size() + like.size());
   for (size_t i = 0; i < like.size(); ++i) {
     const at::Tensor& t = like[i];
-    at::Tensor result = at::empty(rank0 ? at::IntArrayRef{} : t.sizes(), t.options());
+    at::Tensor result = fresh_result(rank0 ? at::IntArrayRef{} : t.sizes(), std::nullopt, t.scalar_type(), t.device().index());
     call_.outputs.push_back({to_dtype(result.scalar_type()), Dims(result.sizes().begin(), result.sizes().end())});
     call_.destinations.push_back(view_of(result));
     results.push_back(result);

@@ -7,7 +7,6 @@
 #include "aten/lowered_dispatch.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -20,6 +19,7 @@
 
 #include "aten/argument_checks.h"
 #include "aten/cpu_fallback.h"
+#include "aten/device_allocator.h"
 #include "aten/device_checks.h"
 #include "aten/generator.h"
 #include "aten/meta_results.h"
@@ -114,7 +114,14 @@ class CallBuilder {
         case c10::TypeKind::DeviceObjType:
           if (!value.isNone()) {
             at::Device device = value.toDevice();
-            if (device.type() == kTpu) use_device(device.has_index() ? device.index() : current_device());
+            if (device.type() == kTpu) {
+              // Results are made without empty_strided's dispatch (fresh_result): its check is here.
+              int index = device.has_index() ? device.index() : current_device();
+              int count = device_count();
+              TORCH_CHECK(index >= 0 && index < count, "tpu:", index, " does not exist: ", count,
+                          " tpu device(s) available");
+              use_device(index);
+            }
           }
           break;
         case c10::TypeKind::GeneratorType:
@@ -198,14 +205,12 @@ class CallBuilder {
         results.emplace_back(at::Tensor());
         continue;
       }
-      at::Tensor fresh = at::empty_strided(
-          shape.sizes, shape.strides,
-          at::TensorOptions().dtype(shape.dtype).device(kTpu, static_cast<c10::DeviceIndex>(device())));
+      at::Tensor fresh = fresh_result(shape.sizes, shape.strides, shape.dtype, device());
       add_destination(fresh);
       results.emplace_back(fresh);
     }
     if (call_.lowering->checked) {
-      flag_ = at::empty({}, at::TensorOptions().dtype(at::kBool).device(kTpu, static_cast<c10::DeviceIndex>(device())));
+      flag_ = fresh_result({}, std::nullopt, at::kBool, device());
       add_destination(flag_);
     }
     if (call_.lowering->random) {

@@ -110,6 +110,7 @@ LoopSignature call_signatures(const OpCall& call) {
     bucketed.add(placed);
     sizes.add(placed);
     sizes.add(view.layout.sizes.size());
+    bucketed.add(view.layout.sizes.size());
     bucketed.add(bucket_size(view.storage->value_bytes()));
     for (int64_t size : view.layout.sizes) {
       sizes.add(size);

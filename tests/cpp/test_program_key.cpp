@@ -249,6 +249,19 @@ TEST(signatures_ignore_storage_positions_and_drop_sizes_by_kind) {
   for (const exec::OpCall* c : {&wider, &flat, &sub}) {
     EXPECT(exec::call_signature(*c, Signature::Ranks) != exec::call_signature(call, Signature::Ranks));
   }
+  // The loop search's pair is the two signatures computed together.
+  for (const exec::OpCall* c : {&call, &small, &large, &roomier, &flat}) {
+    exec::LoopSignature both = exec::call_signatures(*c);
+    EXPECT(both.bucketed == exec::call_signature(*c, Signature::Bucketed));
+    EXPECT(both.sizes == exec::call_signature(*c, Signature::Sizes));
+  }
+  // The op's name and overload are hashed apart: "add" "_" is not "add_" "".
+  exec::OpCall split = add_call(), joined = add_call();
+  split.name = "add";
+  split.overload = "_";
+  joined.name = "add_";
+  joined.overload = "";
+  EXPECT(exec::call_signature(split, Signature::Ranks) != exec::call_signature(joined, Signature::Ranks));
 }
 
 TEST(static_arguments_and_storage_sets) {
