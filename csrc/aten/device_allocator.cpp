@@ -235,6 +235,13 @@ exec::StoragePtr storage_of(const c10::Storage& storage) {
   return static_cast<StorageContext*>(data.get_context())->storage;
 }
 
+void check_device_exists(int device) {
+  // Raises the missing-plugin message on first use instead of an obscure failure later.
+  int count = runtime::Client::get().device_count();
+  TORCH_CHECK(device >= 0 && device < count, "tpu:", device, " does not exist: ", count,
+              " tpu device(s) available");
+}
+
 at::Tensor fresh_result(at::IntArrayRef sizes, std::optional<at::IntArrayRef> strides, at::ScalarType dtype,
                         int device) {
   to_dtype(dtype);  // raises for a dtype the device does not have

@@ -18,6 +18,9 @@ namespace tpu::aten {
 c10::Allocator* allocator();
 c10::DataPtr allocate_on(size_t nbytes, int device);
 
+// Raises where tpu:`device` does not exist (or no plugin loads): what a factory op naming it raises.
+void check_device_exists(int device);
+
 // A fresh tensor on tpu:`device` for an op's result, dense (no strides) or with the strides its
 // meta function gave; made without dispatching empty_strided, whose checks the op's arguments
 // have already passed: every recorded op makes its results here.

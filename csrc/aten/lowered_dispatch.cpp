@@ -117,9 +117,7 @@ class CallBuilder {
             if (device.type() == kTpu) {
               // Results are made without empty_strided's dispatch (fresh_result): its check is here.
               int index = device.has_index() ? device.index() : current_device();
-              int count = device_count();
-              TORCH_CHECK(index >= 0 && index < count, "tpu:", index, " does not exist: ", count,
-                          " tpu device(s) available");
+              check_device_exists(index);
               use_device(index);
             }
           }

@@ -14,6 +14,7 @@
 #include <c10/util/strides.h>
 #include <torch/library.h>
 
+#include "aten/device_allocator.h"
 #include "aten/device_checks.h"
 #include "aten/tpu_tensor.h"
 #include "exec/device_queue.h"
@@ -26,13 +27,6 @@ namespace {
 int device_of(c10::optional<at::Device> device) {
   if (!device.has_value() || !device->has_index()) return current_device();
   return device->index();
-}
-
-void check_usable(int device) {
-  // Raises the missing-plugin message on first use instead of an obscure failure later.
-  int count = runtime::Client::get().device_count();
-  TORCH_CHECK(device >= 0 && device < count, "tpu:", device, " does not exist: ", count,
-              " tpu device(s) available");
 }
 
 at::Tensor make_tensor(c10::Storage storage, at::ScalarType dtype, at::IntArrayRef size,
@@ -73,7 +67,7 @@ at::Tensor empty_memory_format(at::IntArrayRef size, c10::optional<at::ScalarTyp
                                c10::optional<bool> pin_memory,
                                c10::optional<at::MemoryFormat> memory_format) {
   int index = device_of(device);
-  check_usable(index);
+  check_device_exists(index);
   at::ScalarType type = dtype.value_or(c10::get_default_dtype_as_scalartype());
   to_dtype(type);
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)));
@@ -85,7 +79,7 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride, c10::opti
                          c10::optional<at::Layout> layout, c10::optional<at::Device> device,
                          c10::optional<bool> pin_memory) {
   int index = device_of(device);
-  check_usable(index);
+  check_device_exists(index);
   at::ScalarType type = dtype.value_or(c10::get_default_dtype_as_scalartype());
   to_dtype(type);
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)));

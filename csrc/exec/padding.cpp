@@ -427,7 +427,7 @@ bool take_bucket_above(std::vector<OpCall>& calls, BucketAbove& changed) {
       auto plan = make_plan(call, call.padding->varied, call.padding->growing, /*above=*/true, &seen);
       if (!plan) {
         fits = false;
-        continue;
+        break;
       }
       differs |= plan->view_sizes != call.padding->view_sizes;
       size_t index = 0;

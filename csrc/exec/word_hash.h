@@ -12,7 +12,6 @@ namespace tpu::exec {
 
 class WordHash {
  public:
-  explicit WordHash(uint64_t seed = 0) : state_(seed ^ kStart) {}
 
   void add(uint64_t value) {
     state_ ^= value * kMultiplier;
@@ -42,7 +41,7 @@ class WordHash {
   static constexpr uint64_t kStart = 0x27d4eb2f165667c5ull;
   static constexpr uint64_t kMultiplier = 0xc2b2ae3d27d4eb4full;
   static constexpr uint64_t kRound = 0x9e3779b185ebca87ull;
-  uint64_t state_;
+  uint64_t state_ = kStart;
 };
 
 }  // namespace tpu::exec
