@@ -184,28 +184,34 @@ class CallBuilder {
   const std::string& meta_key() const { return meta_key_; }
 
   // Allocates fresh outputs, resizes out= arguments, and picks each result's storage.
-  std::vector<c10::IValue> plan_outputs(const std::vector<ResultShape>& shapes) {
-    std::vector<c10::IValue> results;
-    const auto& returns = schema_.returns();
-    for (size_t r = 0; r < returns.size(); ++r) {
-      const c10::Argument& ret = returns[r];
+  void plan_outputs(const std::vector<ResultShape>& shapes, LoweredReturns* returns) {
+    const auto& schema_returns = schema_.returns();
+    returns->fresh.reserve(schema_returns.size());
+    returns->argument.reserve(schema_returns.size());
+    call_.outputs.reserve(schema_returns.size() + 1);
+    call_.destinations.reserve(schema_returns.size() + 1);
+    for (size_t r = 0; r < schema_returns.size(); ++r) {
+      const c10::Argument& ret = schema_returns[r];
       const ResultShape& shape = shapes[r];
       if (ret.alias_info()) {
-        at::Tensor target = written_.at(aliased_argument(ret));
+        int argument = aliased_argument(ret);
+        const at::Tensor& target = *written(argument);
         if (target.sizes() != at::IntArrayRef(shape.sizes)) target.resize_(shape.sizes);
         add_destination(target);
-        results.emplace_back(target);
+        returns->fresh.emplace_back();
+        returns->argument.push_back(argument);
         continue;
       }
+      returns->argument.push_back(-1);
       if (!shape.defined) {
         call_.outputs.push_back({DType::F32, {}});
         call_.destinations.push_back({});
-        results.emplace_back(at::Tensor());
+        returns->fresh.emplace_back(at::Tensor());
         continue;
       }
       at::Tensor fresh = fresh_result(shape.sizes, shape.strides, shape.dtype, device());
       add_destination(fresh);
-      results.emplace_back(fresh);
+      returns->fresh.emplace_back(std::move(fresh));
     }
     if (call_.lowering->checked) {
       flag_ = fresh_result({}, std::nullopt, at::kBool, device());
@@ -220,7 +226,6 @@ class CallBuilder {
       call_.offset = offset;
     }
     call_.device = device();
-    return results;
   }
 
   // Checks that every result is a tensor this path can produce (not a view, not a list).
@@ -277,8 +282,7 @@ class CallBuilder {
       case Arg::Kind::None: break;
     }
     if (out_index >= 0) {
-      auto it = written_.find(static_cast<int>(out_index));
-      if (it != written_.end()) append_layout(view_of(it->second));
+      if (const at::Tensor* out = written(static_cast<int>(out_index))) append_layout(view_of(*out));
     }
   }
 
@@ -300,11 +304,19 @@ class CallBuilder {
     for (size_t i = 0; i < schema_.arguments().size(); ++i) {
       const auto& info = schema_.arguments()[i].alias_info();
       if (info && info->isWrite() && info->beforeSets() == ret.alias_info()->beforeSets()) {
-        if (!written_.count(static_cast<int>(i))) throw NotLowerable{};
+        if (!written(static_cast<int>(i))) throw NotLowerable{};
         return static_cast<int>(i);
       }
     }
     throw NotLowerable{};
+  }
+
+  // The argument `index` when the op writes it; null otherwise.
+  const at::Tensor* written(int index) const {
+    for (const auto& [i, t] : written_) {
+      if (i == index) return t;
+    }
+    return nullptr;
   }
 
   static at::Tensor resolved(const at::Tensor& t) { return t.resolve_conj().resolve_neg(); }
@@ -348,10 +360,11 @@ class CallBuilder {
     // fallback for those bits does; a written one takes the CPU path, which handles the bits.
     bool has_bits = t.is_conj() || t.is_neg();
     if (writes && has_bits) throw NotLowerable{};
-    if (writes) written_[static_cast<int>(&argument - schema_.arguments().data())] = t;
+    if (writes) written_.emplace_back(static_cast<int>(&argument - schema_.arguments().data()), &t);
     if (!argument.is_out()) {
       arg->kind = Arg::Kind::Tensor;
-      arg->slot = add_input(has_bits ? resolved(t) : t);
+      // Not a conditional expression: it would copy `t`, and a copy of a tensor Python holds takes the GIL.
+      arg->slot = has_bits ? add_input(resolved(t)) : add_input(t);
       arg->weak = t.dim() == 0;
     } else {
       use_device(t.device().index());
@@ -370,7 +383,7 @@ class CallBuilder {
           }
           const at::Tensor& t = entry.toTensor();
           if (!is_tpu(t)) throw NotLowerable{};
-          arg->slots.push_back(add_input(t.is_conj() || t.is_neg() ? resolved(t) : t));
+          arg->slots.push_back(t.is_conj() || t.is_neg() ? add_input(resolved(t)) : add_input(t));
         }
         return;
       case c10::TypeKind::IntType:
@@ -405,17 +418,19 @@ class CallBuilder {
   bool shape_depends_on_numbers_;
   int device_ = -1;
   c10::optional<at::Generator> generator_;
-  std::map<int, at::Tensor> written_;
+  // The arguments the op writes, by index: references into the arguments, which outlive the call
+  // (no copy: a copy of a tensor that Python holds takes the GIL, released around every op).
+  std::vector<std::pair<int, const at::Tensor*>> written_;
   at::Tensor flag_;  // the error flag of a checked lowering
 };
 
-// Runs `op` through its lowering; false when it has to go to the CPU instead.
-bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const lowering::Entry* entry,
-                 const OpAdapter* adapter) {
-  const size_t num_args = op.schema().arguments().size();
+// Runs `op` on `args` through its lowering; false when it has to go to the CPU instead. The
+// arguments stay where they are: the caller owns them (or borrows them) and passes the results on.
+bool run_lowered(const c10::OperatorHandle& op, at::ArrayRef<c10::IValue> args, const lowering::Entry* entry,
+                 const OpAdapter* adapter, LoweredReturns* returns) {
   CallBuilder builder(op, entry, adapter && adapter->shape_depends_on_numbers);
   try {
-    builder.convert(torch::jit::last(*stack, num_args));
+    builder.convert(args);
     builder.check_returns();
   } catch (const NotLowerable&) {
     return false;
@@ -424,7 +439,7 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
   if (shapes) {
     count_cached_meta();
   } else {
-    auto computed = run_meta(op, builder.meta_stack(), torch::jit::last(*stack, num_args), adapter);
+    auto computed = run_meta(op, builder.meta_stack(), args, adapter);
     if (!computed) return false;
     shapes = meta_cache().insert(builder.meta_key(), std::move(*computed));
   }
@@ -435,10 +450,9 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
       std::none_of(shapes->begin(), shapes->end(), [](const ResultShape& s) { return s.defined && at::isComplexType(s.dtype); })) {
     return false;
   }
-  std::vector<c10::IValue> results;
   try {
     c10::DeviceGuard guard(c10::Device(kTpu, static_cast<c10::DeviceIndex>(builder.device())));
-    results = builder.plan_outputs(*shapes);
+    builder.plan_outputs(*shapes, returns);
     at::Tensor flag = builder.flag();
     exec::run(builder.take_call());
     if (flag.defined()) note_device_check(flag, display_name(op.schema()));
@@ -450,8 +464,6 @@ bool run_lowered(const c10::OperatorHandle& op, torch::jit::Stack* stack, const 
     TORCH_CHECK_WITH(OutOfMemoryError, !e.out_of_memory(), e.what());
     throw;
   }
-  torch::jit::drop(*stack, num_args);
-  for (auto& r : results) stack->push_back(std::move(r));
   return true;
 }
 
@@ -466,13 +478,32 @@ const lowering::Entry* lowering_of(const c10::FunctionSchema& schema) {
 }
 
 void run_lowered_or_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t num_args = op.schema().arguments().size();
   const OpAdapter* adapter = adapter_for(op.schema());
-  check_arguments_like_cpu(op, torch::jit::last(*stack, op.schema().arguments().size()), adapter);
+  check_arguments_like_cpu(op, torch::jit::last(*stack, num_args), adapter);
   if (adapter && adapter->prepare) adapter->prepare(op, stack);
   if (const lowering::Entry* entry = lowering_of(op.schema())) {
-    if (run_lowered(op, stack, entry, adapter)) return;
+    LoweredReturns returns;
+    if (run_lowered(op, torch::jit::last(*stack, num_args), entry, adapter, &returns)) {
+      const size_t first = stack->size() - num_args;
+      for (size_t r = 0; r < returns.fresh.size(); ++r) {
+        if (returns.argument[r] >= 0) returns.fresh[r] = (*stack)[first + returns.argument[r]];
+      }
+      torch::jit::drop(*stack, num_args);
+      for (auto& r : returns.fresh) stack->push_back(std::move(r));
+      return;
+    }
   }
   run_on_cpu(op, stack);
+}
+
+bool try_lowered(const c10::OperatorHandle& op, at::ArrayRef<c10::IValue> args, LoweredReturns* returns) {
+  const OpAdapter* adapter = adapter_for(op.schema());
+  if (adapter && adapter->prepare) return false;  // it rewrites the arguments: the boxed path
+  const lowering::Entry* entry = lowering_of(op.schema());
+  if (!entry) return false;
+  check_arguments_like_cpu(op, args, adapter);
+  return run_lowered(op, args, entry, adapter, returns);
 }
 
 namespace {

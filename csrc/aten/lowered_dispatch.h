@@ -4,6 +4,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
+#include <vector>
+
 #include "lowering/registry.h"
 
 namespace tpu::aten {
@@ -14,6 +16,23 @@ const lowering::Entry* lowering_of(const c10::FunctionSchema& schema);
 // The generic path: `op`'s lowering where it has one and the arguments allow, else the CPU
 // fallback. For dedicated kernels that handle one case themselves and leave the rest to it.
 void run_lowered_or_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// What a lowered op gives back, per return: a fresh tensor, or (an in-place or out= op's) the
+// index of the argument it returns, which the caller passes on as it holds it.
+struct LoweredReturns {
+  std::vector<c10::IValue> fresh;  // None where the return is an argument
+  std::vector<int> argument;       // -1 where the return is fresh
+};
+
+// The lowered path alone, on arguments the caller keeps (nothing is popped): false when the op
+// has no lowering, its adapter rewrites the arguments, or the lowering declines them; the caller
+// then takes run_lowered_or_on_cpu on a stack of its own. Raises what the op raises on CPU.
+bool try_lowered(const c10::OperatorHandle& op, at::ArrayRef<c10::IValue> args, LoweredReturns* returns);
+
+// Gives the ops that would reach the boxed kernel with plain tensor and number arguments (add,
+// mul_, addcmul_, ...) a kernel that takes them unboxed, without owning them (borrowed_kernels.cpp).
+// Called once, when the Python module loads, before register_structured_functional_kernels.
+void register_borrowed_kernels();
 
 // Routes structured ops' functional and in-place forms that have a lowering to the boxed kernel
 // instead of PyTorch's allocate-then-out= wrapper. Called once, when the Python module loads:

@@ -178,6 +178,7 @@ py::dict memory_stats(int device) {
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
+  tpu::aten::register_borrowed_kernels();
   tpu::aten::register_structured_functional_kernels();
   tpu::aten::register_hooks();
   tpu::exec::set_location_provider({&capture_python_location, &format_python_location});

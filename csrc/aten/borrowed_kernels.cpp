@@ -1,0 +1,171 @@
+// Unboxed kernels for ops whose arguments are plain tensors and numbers (add, mul_, addcmul_, ...).
+//
+// Why: the boxed kernel receives its arguments on a stack of IValues, and PyTorch's wrapper copies
+// each tensor onto it. A tensor that only Python holds has one C++ reference; the copy makes it
+// two, and that transition increfs the tensor's PyObject, which takes the GIL (released around
+// every op by the Python bindings); popping the stack takes it again. Two GIL round trips per
+// tensor argument cost about a tenth of a small op's host time. These kernels take the arguments
+// as the dispatcher passes them and hand the lowered path IValues that borrow the tensors, without
+// touching their reference counts. Anything the lowered path declines goes the boxed way, on a
+// stack of owned copies.
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+#include <torch/library.h>
+
+#include <array>
+#include <string>
+#include <unordered_map>
+
+#include "aten/lowered_dispatch.h"
+
+namespace tpu::aten {
+
+namespace {
+
+c10::IValue borrow(const at::Tensor& t) { return c10::IValue(c10::MaybeOwnedTraits<at::Tensor>::createBorrow(t)); }
+c10::IValue borrow(const c10::Scalar& s) { return c10::IValue(s); }
+c10::IValue borrow(bool b) { return c10::IValue(b); }
+c10::IValue borrow(int64_t i) { return c10::IValue(i); }
+
+// The arguments as IValues; the tensors among them borrowed, and let go without a decref.
+template <size_t N>
+class BorrowedArguments {
+ public:
+  template <class... Args>
+  explicit BorrowedArguments(const Args&... args) : values_{borrow(args)...} {}
+  ~BorrowedArguments() {
+    for (c10::IValue& v : values_) {
+      if (v.isTensor()) c10::MaybeOwnedTraits<c10::IValue>::destroyBorrow(v);
+    }
+  }
+  BorrowedArguments(const BorrowedArguments&) = delete;
+  BorrowedArguments& operator=(const BorrowedArguments&) = delete;
+
+  at::ArrayRef<c10::IValue> values() const { return values_; }
+  // Owned copies, for the boxed path.
+  torch::jit::Stack stack() const { return torch::jit::Stack(values_.begin(), values_.end()); }
+
+ private:
+  std::array<c10::IValue, N> values_;
+};
+
+template <class Signature>
+struct BorrowingKernel;
+
+// A functional op: one fresh tensor.
+template <class... Args>
+struct BorrowingKernel<at::Tensor(Args...)> {
+  c10::OperatorHandle op;
+  at::Tensor operator()(Args... args) const {
+    BorrowedArguments<sizeof...(Args)> borrowed(args...);
+    LoweredReturns returns;
+    if (try_lowered(op, borrowed.values(), &returns)) return std::move(returns.fresh[0]).toTensor();
+    torch::jit::Stack stack = borrowed.stack();
+    run_lowered_or_on_cpu(op, &stack);
+    return std::move(stack.back()).toTensor();
+  }
+};
+
+// An in-place op: writes its first argument and returns it.
+template <class... Rest>
+struct BorrowingKernel<at::Tensor&(at::Tensor&, Rest...)> {
+  c10::OperatorHandle op;
+  at::Tensor& operator()(at::Tensor& self, Rest... rest) const {
+    BorrowedArguments<1 + sizeof...(Rest)> borrowed(self, rest...);
+    LoweredReturns returns;
+    if (!try_lowered(op, borrowed.values(), &returns)) {
+      torch::jit::Stack stack = borrowed.stack();
+      run_lowered_or_on_cpu(op, &stack);
+    }
+    return self;
+  }
+};
+
+using T = const at::Tensor&;
+using W = at::Tensor&;
+using S = const c10::Scalar&;
+
+using Registrar = void (*)(torch::Library&, const std::string&, const c10::OperatorHandle&);
+
+template <class Signature>
+void register_borrowing(torch::Library& library, const std::string& name, const c10::OperatorHandle& op) {
+  library.impl(name.c_str(), torch::CppFunction(BorrowingKernel<Signature>{op}));
+}
+
+// By the code schema_code gives: the signatures the ops of a training step use most.
+const std::unordered_map<std::string, Registrar>& registrars() {
+  static const auto* table = new std::unordered_map<std::string, Registrar>{
+      {"T(T)", &register_borrowing<at::Tensor(T)>},
+      {"T(TT)", &register_borrowing<at::Tensor(T, T)>},
+      {"T(TS)", &register_borrowing<at::Tensor(T, S)>},
+      {"T(TTS)", &register_borrowing<at::Tensor(T, T, S)>},
+      {"T(TTT)", &register_borrowing<at::Tensor(T, T, T)>},
+      {"T(TTTSS)", &register_borrowing<at::Tensor(T, T, T, S, S)>},
+      {"T(TSS)", &register_borrowing<at::Tensor(T, S, S)>},
+      {"T(TIB)", &register_borrowing<at::Tensor(T, int64_t, bool)>},
+      {"W(W)", &register_borrowing<at::Tensor&(W)>},
+      {"W(WT)", &register_borrowing<at::Tensor&(W, T)>},
+      {"W(WS)", &register_borrowing<at::Tensor&(W, S)>},
+      {"W(WTS)", &register_borrowing<at::Tensor&(W, T, S)>},
+      {"W(WTTS)", &register_borrowing<at::Tensor&(W, T, T, S)>},
+      {"W(WTTSS)", &register_borrowing<at::Tensor&(W, T, T, S, S)>},
+      {"W(WSS)", &register_borrowing<at::Tensor&(W, S, S)>},
+  };
+  return *table;
+}
+
+// The op's signature as a code: its return (T fresh, W its first argument), then per argument T
+// (a tensor), W (the first argument, written), S (a Scalar), I (an int), B (a bool). Empty for
+// any other schema (lists, optionals, out= forms, several returns).
+std::string schema_code(const c10::FunctionSchema& schema) {
+  if (schema.returns().size() != 1 || schema.returns()[0].type()->kind() != c10::TypeKind::TensorType) return "";
+  const auto& arguments = schema.arguments();
+  const c10::AliasInfo* returned = schema.returns()[0].alias_info();
+  std::string code = returned ? "W(" : "T(";
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const c10::Argument& a = arguments[i];
+    const c10::AliasInfo* alias = a.alias_info();
+    switch (a.real_type()->kind()) {
+      case c10::TypeKind::TensorType:
+        if (!alias) {
+          code += 'T';
+        } else if (i == 0 && alias->isWrite() && returned && returned->beforeSets() == alias->beforeSets()) {
+          code += 'W';
+        } else {
+          return "";
+        }
+        break;
+      case c10::TypeKind::NumberType: code += 'S'; break;
+      case c10::TypeKind::IntType: code += 'I'; break;
+      case c10::TypeKind::BoolType: code += 'B'; break;
+      default: return "";
+    }
+  }
+  if (returned && (arguments.empty() || code[2] != 'W')) return "";
+  return code + ')';
+}
+
+}  // namespace
+
+void register_borrowed_kernels() {
+  static torch::Library* library =
+      new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    auto handle = c10::Dispatcher::singleton().findOp(name);
+    if (!handle || handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+    // Only ops that reach the boxed kernel today (or would, through the structured ops' routing):
+    // a composite kernel decomposes the op before our key, and must keep doing so.
+    if (handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
+        handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
+      continue;
+    }
+    if (!lowering_of(handle->schema())) continue;
+    auto registrar = registrars().find(schema_code(handle->schema()));
+    if (registrar == registrars().end()) continue;
+    std::string qualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+    registrar->second(*library, qualified, *handle);
+  }
+}
+
+}  // namespace tpu::aten
