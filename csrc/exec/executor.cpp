@@ -521,15 +521,21 @@ void run(OpCall call) {
     plan_padding(call);
     StorageSet storages;
     std::string key;
+    key.reserve(256);
     std::vector<int64_t> offsets;
     append_call_key(key, call, storages, offsets);
     std::vector<OpCall> calls;
     calls.push_back(std::move(call));
-    std::string exact_key = key;
-    std::vector<int64_t> exact_offsets = offsets;
-    // An op on operands sized to their buckets pads at once: its sizes are known to change.
-    choose_padding(calls, storages, key, offsets, {}, takes_growing_operands(calls.back()));
-    std::string chosen_key = key;
+    // Only a call with a padding plan can take another key, or fail padded and need its exact one.
+    std::string exact_key, chosen_key;
+    std::vector<int64_t> exact_offsets;
+    if (calls.back().padding) {
+      exact_key = key;
+      exact_offsets = offsets;
+      // An op on operands sized to their buckets pads at once: its sizes are known to change.
+      choose_padding(calls, storages, key, offsets, {}, takes_growing_operands(calls.back()));
+      chosen_key = key;
+    }
     InFlightWhileUnlocked in_flight(lock, storages.items());
     bool wait = mode == Mode::Debug;
     try {
