@@ -148,24 +148,16 @@ std::string schema_code(const c10::FunctionSchema& schema) {
 }  // namespace
 
 void register_borrowed_kernels() {
-  static torch::Library* library =
-      new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
-  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
-    if (name.name.rfind("aten::", 0) != 0) continue;
-    auto handle = c10::Dispatcher::singleton().findOp(name);
-    if (!handle || handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+  for_each_lowered_op_without_kernel([](const c10::OperatorHandle& op, const std::string& qualified_name) {
     // Only ops that reach the boxed kernel today (or would, through the structured ops' routing):
     // a composite kernel decomposes the op before our key, and must keep doing so.
-    if (handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
-        handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
-      continue;
+    if (op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
+        op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
+      return;
     }
-    if (!lowering_of(handle->schema())) continue;
-    auto registrar = registrars().find(schema_code(handle->schema()));
-    if (registrar == registrars().end()) continue;
-    std::string qualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
-    registrar->second(*library, qualified, *handle);
-  }
+    auto registrar = registrars().find(schema_code(op.schema()));
+    if (registrar != registrars().end()) registrar->second(generic_kernels_library(), qualified_name, op);
+  });
 }
 
 }  // namespace tpu::aten

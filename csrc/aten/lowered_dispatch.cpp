@@ -12,6 +12,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -526,6 +527,24 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
 }
 
+void for_each_lowered_op_without_kernel(
+    const std::function<void(const c10::OperatorHandle&, const std::string& qualified_name)>& visit) {
+  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    auto handle = c10::Dispatcher::singleton().findOp(name);
+    if (!handle || handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) || !lowering_of(handle->schema())) {
+      continue;
+    }
+    visit(*handle, name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name));
+  }
+}
+
+torch::Library& generic_kernels_library() {
+  static torch::Library* library =
+      new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  return *library;
+}
+
 void register_structured_functional_kernels() {
   // A structured op's functional and in-place forms have a CompositeExplicitAutogradNonFunctional
   // kernel that a backend with only the out= form runs: it allocates the result, then dispatches
@@ -534,18 +553,11 @@ void register_structured_functional_kernels() {
   // first (mse_loss: the elementwise loss, then the reduction) warn that a non-empty result was
   // resized. Where the op has a lowering, the boxed kernel takes the form itself, as CPU's and
   // CUDA's own kernels do. Registered once every static kernel is, so none is overridden.
-  static torch::Library* library =
-      new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
-  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
-    if (name.name.rfind("aten::", 0) != 0) continue;
-    auto handle = c10::Dispatcher::singleton().findOp(name);
-    if (!handle || !handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
-        handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) || !lowering::find_lowering(name.name.substr(6))) {
-      continue;
-    }
-    std::string qualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
-    library->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
-  }
+  for_each_lowered_op_without_kernel([](const c10::OperatorHandle& op, const std::string& qualified_name) {
+    if (!op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) return;
+    generic_kernels_library().impl(qualified_name.c_str(),
+                                   torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+  });
 }
 
 }  // namespace tpu::aten

@@ -3,7 +3,10 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <torch/library.h>
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "lowering/registry.h"
@@ -33,6 +36,13 @@ bool try_lowered(const c10::OperatorHandle& op, at::ArrayRef<c10::IValue> args, 
 // mul_, addcmul_, ...) a kernel that takes them unboxed, without owning them (borrowed_kernels.cpp).
 // Called once, when the Python module loads, before register_structured_functional_kernels.
 void register_borrowed_kernels();
+
+// Calls `visit` for every aten op that has a lowering and no tpu kernel yet, with its name as
+// torch::Library::impl takes it ("add.Tensor"); and the library those registrations go to. For the
+// registrations made when the module loads, after every static one.
+void for_each_lowered_op_without_kernel(
+    const std::function<void(const c10::OperatorHandle&, const std::string& qualified_name)>& visit);
+torch::Library& generic_kernels_library();
 
 // Routes structured ops' functional and in-place forms that have a lowering to the boxed kernel
 // instead of PyTorch's allocate-then-out= wrapper. Called once, when the Python module loads:
