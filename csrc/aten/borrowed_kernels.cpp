@@ -6,17 +6,21 @@
 // every op by the Python bindings); popping the stack takes it again. Two GIL round trips per
 // tensor argument cost about a tenth of a small op's host time. These kernels take the arguments
 // as the dispatcher passes them and hand the lowered path IValues that borrow the tensors, without
-// touching their reference counts. Anything the lowered path declines goes the boxed way, on a
-// stack of owned copies.
+// touching their reference counts. What the lowering declines runs on the CPU from a stack of owned
+// copies, without the checks and lowering attempt again. Ops whose adapter rewrites arguments keep
+// the boxed kernel.
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 #include <torch/library.h>
 
 #include <array>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
+#include "aten/cpu_fallback.h"
 #include "aten/lowered_dispatch.h"
+#include "aten/op_adapters.h"
 
 namespace tpu::aten {
 
@@ -49,34 +53,47 @@ class BorrowedArguments {
   std::array<c10::IValue, N> values_;
 };
 
+// What a borrowing kernel knows of its op, looked up once when it is registered.
+struct OpFacts {
+  c10::OperatorHandle op;
+  const lowering::Entry* entry;
+  const OpAdapter* adapter;  // null, or one without `prepare`
+};
+
+// Runs the op on `borrowed`: the lowered path, or the CPU on owned copies of the arguments (the
+// checks already made). The results are on the returned stack for the CPU, in `returns` otherwise.
+template <size_t N>
+std::optional<torch::jit::Stack> run_borrowed(const OpFacts& facts, const BorrowedArguments<N>& borrowed,
+                                              LoweredReturns* returns) {
+  if (try_lowered(facts.op, facts.entry, facts.adapter, borrowed.values(), returns)) return std::nullopt;
+  torch::jit::Stack stack = borrowed.stack();
+  run_on_cpu(facts.op, &stack);
+  return stack;
+}
+
 template <class Signature>
 struct BorrowingKernel;
 
 // A functional op: one fresh tensor.
 template <class... Args>
 struct BorrowingKernel<at::Tensor(Args...)> {
-  c10::OperatorHandle op;
+  OpFacts facts;
   at::Tensor operator()(Args... args) const {
     BorrowedArguments<sizeof...(Args)> borrowed(args...);
     LoweredReturns returns;
-    if (try_lowered(op, borrowed.values(), &returns)) return std::move(returns.fresh[0]).toTensor();
-    torch::jit::Stack stack = borrowed.stack();
-    run_lowered_or_on_cpu(op, &stack);
-    return std::move(stack.back()).toTensor();
+    std::optional<torch::jit::Stack> on_cpu = run_borrowed(facts, borrowed, &returns);
+    return on_cpu ? std::move(on_cpu->back()).toTensor() : std::move(returns.fresh[0]).toTensor();
   }
 };
 
 // An in-place op: writes its first argument and returns it.
 template <class... Rest>
 struct BorrowingKernel<at::Tensor&(at::Tensor&, Rest...)> {
-  c10::OperatorHandle op;
+  OpFacts facts;
   at::Tensor& operator()(at::Tensor& self, Rest... rest) const {
     BorrowedArguments<1 + sizeof...(Rest)> borrowed(self, rest...);
     LoweredReturns returns;
-    if (!try_lowered(op, borrowed.values(), &returns)) {
-      torch::jit::Stack stack = borrowed.stack();
-      run_lowered_or_on_cpu(op, &stack);
-    }
+    run_borrowed(facts, borrowed, &returns);
     return self;
   }
 };
@@ -85,11 +102,11 @@ using T = const at::Tensor&;
 using W = at::Tensor&;
 using S = const c10::Scalar&;
 
-using Registrar = void (*)(torch::Library&, const std::string&, const c10::OperatorHandle&);
+using Registrar = void (*)(torch::Library&, const std::string&, const OpFacts&);
 
 template <class Signature>
-void register_borrowing(torch::Library& library, const std::string& name, const c10::OperatorHandle& op) {
-  library.impl(name.c_str(), torch::CppFunction(BorrowingKernel<Signature>{op}));
+void register_borrowing(torch::Library& library, const std::string& name, const OpFacts& facts) {
+  library.impl(name.c_str(), torch::CppFunction(BorrowingKernel<Signature>{facts}));
 }
 
 // By the code schema_code gives: the signatures the ops of a training step use most.
@@ -155,8 +172,12 @@ void register_borrowed_kernels() {
         op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
       return;
     }
+    // An adapter that rewrites the arguments needs them owned: such ops keep the boxed kernel.
+    const OpAdapter* adapter = adapter_for(op.schema());
+    if (adapter && adapter->prepare) return;
     auto registrar = registrars().find(schema_code(op.schema()));
-    if (registrar != registrars().end()) registrar->second(generic_kernels_library(), qualified_name, op);
+    if (registrar == registrars().end()) return;
+    registrar->second(generic_kernels_library(), qualified_name, OpFacts{op, lowering_of(op.schema()), adapter});
   });
 }
 

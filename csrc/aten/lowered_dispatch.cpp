@@ -498,11 +498,8 @@ void run_lowered_or_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* sta
   run_on_cpu(op, stack);
 }
 
-bool try_lowered(const c10::OperatorHandle& op, at::ArrayRef<c10::IValue> args, LoweredReturns* returns) {
-  const OpAdapter* adapter = adapter_for(op.schema());
-  if (adapter && adapter->prepare) return false;  // it rewrites the arguments: the boxed path
-  const lowering::Entry* entry = lowering_of(op.schema());
-  if (!entry) return false;
+bool try_lowered(const c10::OperatorHandle& op, const lowering::Entry* entry, const OpAdapter* adapter,
+                 at::ArrayRef<c10::IValue> args, LoweredReturns* returns) {
   check_arguments_like_cpu(op, args, adapter);
   return run_lowered(op, args, entry, adapter, returns);
 }

@@ -13,6 +13,8 @@
 
 namespace tpu::aten {
 
+struct OpAdapter;  // op_adapters.h
+
 // An aten op's lowering, looked up by name once per operator; null when it has none.
 const lowering::Entry* lowering_of(const c10::FunctionSchema& schema);
 
@@ -27,10 +29,12 @@ struct LoweredReturns {
   std::vector<int> argument;       // -1 where the return is fresh
 };
 
-// The lowered path alone, on arguments the caller keeps (nothing is popped): false when the op
-// has no lowering, its adapter rewrites the arguments, or the lowering declines them; the caller
-// then takes run_lowered_or_on_cpu on a stack of its own. Raises what the op raises on CPU.
-bool try_lowered(const c10::OperatorHandle& op, at::ArrayRef<c10::IValue> args, LoweredReturns* returns);
+// The checks and the lowered path alone, on arguments the caller keeps (nothing is popped), for
+// an op whose lowering `entry` and adapter (null or one without `prepare`) the caller looked up
+// once. Raises what the op raises on CPU; false when the lowering declines the arguments, which
+// then go to run_on_cpu (cpu_fallback.h) on a stack of the caller's.
+bool try_lowered(const c10::OperatorHandle& op, const lowering::Entry* entry, const OpAdapter* adapter,
+                 at::ArrayRef<c10::IValue> args, LoweredReturns* returns);
 
 // Gives the ops that would reach the boxed kernel with plain tensor and number arguments (add,
 // mul_, addcmul_, ...) a kernel that takes them unboxed, without owning them (borrowed_kernels.cpp).
