@@ -4,7 +4,6 @@
 #include <ATen/Tensor.h>
 #include <c10/util/SmallVector.h>
 
-#include <mutex>
 #include <unordered_map>
 #include <string>
 #include <vector>
@@ -86,10 +85,9 @@ void check_overlap(const TensorArguments& tensors) {
 enum Applicable : uint8_t { kListDevices = 1, kWrites = 2 };
 
 uint8_t applicable_checks(const c10::FunctionSchema& schema) {
-  static std::mutex mutex;
-  static std::unordered_map<const c10::FunctionSchema*, uint8_t> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto [it, inserted] = cache.emplace(&schema, 0);
+  // Per thread, so that the lookup before every op takes no lock.
+  thread_local std::unordered_map<const c10::FunctionSchema*, uint8_t> cache;
+  auto [it, inserted] = cache.try_emplace(&schema, 0);  // emplace would allocate a node every time
   if (!inserted) return it->second;
   uint8_t checks = 0;
   for (const c10::Argument& argument : schema.arguments()) {

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <limits>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -93,11 +94,19 @@ void AddressSpace::reserve(size_t at_least) {
 }
 
 AddressSpace& address_space(int device) {
+  // Every allocation and free looks its device's space up: the common devices without a lock.
+  constexpr int kLockFree = 64;
+  static std::atomic<AddressSpace*> lock_free[kLockFree];
+  bool fast = device >= 0 && device < kLockFree;
+  if (fast) {
+    if (AddressSpace* space = lock_free[device].load(std::memory_order_acquire)) return *space;
+  }
   static std::mutex mutex;
   static auto* spaces = new std::map<int, AddressSpace*>();
   std::lock_guard<std::mutex> lock(mutex);
   AddressSpace*& space = (*spaces)[device];
   if (!space) space = new AddressSpace(device);
+  if (fast) lock_free[device].store(space, std::memory_order_release);
   return *space;
 }
 

@@ -43,20 +43,29 @@ at::Tensor meta_like(const at::Tensor& t) {
   return at::empty_strided(t.sizes(), t.strides(), at::TensorOptions().dtype(t.scalar_type()).device(at::kMeta));
 }
 
+// The meta key's buffer between ops: every op builds one, and a fresh buffer is an allocation. An
+// op lowered while another's builder is alive (none is today) would just build into a new one.
+thread_local std::string t_spare_meta_key;
+
 class CallBuilder {
  public:
   // `shape_depends_on_numbers`: the result sizes follow the values of the numbers (arange).
   CallBuilder(const c10::OperatorHandle& op, const lowering::Entry* entry, bool shape_depends_on_numbers)
-      : schema_(op.schema()), shape_depends_on_numbers_(shape_depends_on_numbers) {
+      : schema_(op.schema()), meta_key_(std::move(t_spare_meta_key)), shape_depends_on_numbers_(shape_depends_on_numbers) {
+    meta_key_.clear();
     call_.name = schema_.name().substr(schema_.name().find("::") + 2);
     call_.overload = schema_.overload_name();
     call_.lowering = entry;
   }
+  ~CallBuilder() { t_spare_meta_key = std::move(meta_key_); }
+  CallBuilder(const CallBuilder&) = delete;
+  CallBuilder& operator=(const CallBuilder&) = delete;
 
   // Converts the boxed arguments into the call, and builds the key of their meta results.
   void convert(at::ArrayRef<c10::IValue> args) {
     args_ = args;
     call_.args.reserve(args.size());
+    call_.inputs.reserve(args.size());  // most arguments of most ops are tensors
     meta_key_.reserve(256);
     meta_key_ += schema_.name();
     meta_key_ += '.';
@@ -473,7 +482,7 @@ bool run_lowered(const c10::OperatorHandle& op, at::ArrayRef<c10::IValue> args, 
 const lowering::Entry* lowering_of(const c10::FunctionSchema& schema) {
   // Per thread, so that the lookup before every op takes no lock.
   thread_local std::unordered_map<const c10::FunctionSchema*, const lowering::Entry*> cache;
-  auto [it, inserted] = cache.emplace(&schema, nullptr);
+  auto [it, inserted] = cache.try_emplace(&schema, nullptr);  // emplace would allocate a node every time
   if (inserted && schema.name().rfind("aten::", 0) == 0) it->second = lowering::find_lowering(schema.name().substr(6));
   return it->second;
 }

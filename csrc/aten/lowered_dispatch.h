@@ -3,6 +3,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
 #include <functional>
@@ -24,9 +25,9 @@ void run_lowered_or_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* sta
 
 // What a lowered op gives back, per return: a fresh tensor, or (an in-place or out= op's) the
 // index of the argument it returns, which the caller passes on as it holds it.
-struct LoweredReturns {
-  std::vector<c10::IValue> fresh;  // None where the return is an argument
-  std::vector<int> argument;       // -1 where the return is fresh
+struct LoweredReturns {  // inline storage: one is made for every op, which has few returns
+  c10::SmallVector<c10::IValue, 4> fresh;  // None where the return is an argument
+  c10::SmallVector<int, 4> argument;       // -1 where the return is fresh
 };
 
 // The checks and the lowered path alone, on arguments the caller keeps (nothing is popped), for

@@ -21,6 +21,7 @@
 #include "exec/padding_choice.h"
 #include "exec/program_builder.h"
 #include "exec/program_key.h"
+#include "exec/word_hash.h"
 
 namespace tpu::exec {
 
@@ -75,6 +76,9 @@ struct Lane {
   // while they are (a cut inside the rest of a cut) keeps them as results, dead or alive.
   KeepSet awaiting_rerecord;
   int rerecord_depth = 0;
+  // The sizes the last graph reached: the next one reserves them, since a loop records graphs of
+  // one size, and growing a vector of hundreds of calls or a key of tens of kilobytes moves them.
+  size_t last_calls = 0, last_key_bytes = 0, last_offsets = 0;
 };
 
 namespace {
@@ -272,6 +276,9 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
   ++g_flushes;
   ++lane->flushes;
   ++g_flush_reasons[reason];
+  lane->last_calls = graph.calls.size();
+  lane->last_key_bytes = graph.key.size();
+  lane->last_offsets = graph.offsets.size();
   std::vector<OpCall> calls = std::move(graph.calls);
   std::vector<OpCall> rest;
   KeepSet read_later;
@@ -413,6 +420,11 @@ void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call)
     graph.device = call.device;
     graph.epoch = g_next_epoch++;
     graph.storages = std::make_unique<StorageSet>();
+    graph.calls.reserve(lane->last_calls);
+    graph.key.reserve(lane->last_key_bytes);
+    graph.offsets.reserve(lane->last_offsets);
+    graph.key_ends.reserve(lane->last_calls);
+    graph.offsets_ends.reserve(lane->last_calls);
   }
   CaptureState& capture = thread_capture();
   // Each call of a graph notes its sizes in a history of its own, its site: in a torch.compile graph
@@ -426,7 +438,9 @@ void record_locked(Lock& lock, const std::shared_ptr<Lane>& lane, OpCall&& call)
   size_t start = graph.key.size();
   size_t offsets_start = graph.offsets.size();
   append_call_key(graph.key, call, *graph.storages, graph.offsets);
-  const uint64_t fragment = std::hash<std::string_view>{}(std::string_view(graph.key).substr(start));
+  WordHash fragment_hash;
+  fragment_hash.add(std::string_view(graph.key).substr(start));
+  const uint64_t fragment = fragment_hash.value();
   if (!g_lowerable.count(fragment)) {
     try {
       ProgramBuilder trial(*graph.storages);

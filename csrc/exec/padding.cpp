@@ -65,11 +65,24 @@ std::unordered_map<uint64_t, Structure> g_structures;
 PaddingCounters g_counters;
 constexpr size_t kMaxEntries = 1 << 16;  // a bound on memory, never reached by a real model
 
+// The thread's buffers for what every op computes here. Reached through a call the compiler does
+// not inline, which it then keeps in a register: a thread_local named in a shared library's code
+// is looked up (__tls_get_addr) again after every call, dozens of times per op.
+struct Scratch {
+  std::string key;
+  Dims sizes;
+  std::vector<bool> varied, growing;
+};
+[[gnu::noinline]] Scratch& scratch() {
+  thread_local Scratch buffers;
+  return buffers;
+}
+
 // A hash of the op, its arguments except sizes, and the dtype and rank of each tensor. Every op
 // comes here: the text is built in a buffer the thread keeps, not allocated per call.
 uint64_t history_key(const OpCall& call) {
   using Kind = lowering::Arg::Kind;
-  thread_local std::string key;
+  std::string& key = scratch().key;
   key.assign(call.name);
   key.push_back('.');
   key += call.overload;
@@ -487,8 +500,10 @@ uint64_t plan_padding(OpCall& call, bool sizes_vary, uint64_t site) {
   uint64_t key = history_key(call);
   if (site) key = cache::fnv1a64(&site, sizeof site, key);
   // Every op comes here: the buffers are the thread's, not allocated per call.
-  thread_local Dims sizes;
-  thread_local std::vector<bool> varied, growing;
+  Scratch& buffers = scratch();
+  Dims& sizes = buffers.sizes;
+  std::vector<bool>& varied = buffers.varied;
+  std::vector<bool>& growing = buffers.growing;
   sizes_of(call, sizes);
   bool declined = false;
   {
