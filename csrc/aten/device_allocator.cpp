@@ -29,6 +29,15 @@ struct StorageContext {
   size_t span;
 };
 
+// A storage and its context in one allocation (one per tensor made): the context's pointer owns
+// the block, so the block lives until delete_storage lets that pointer go and the executor is
+// done with the storage.
+struct StorageBlock {
+  StorageBlock(int device, int64_t nbytes) : storage(device, nbytes) {}
+  exec::Storage storage;
+  StorageContext context;
+};
+
 // Address space that faults on any access, one per device, handed out in aligned spans and
 // recycled by size, so data_ptr() values are unique among live tensors exactly as on CUDA, and
 // the range a pointer lies in names its device.
@@ -145,7 +154,7 @@ void delete_storage(void* raw) {
   report_to_profiler(context->address, -context->storage->nbytes, total, device);
   if (recording_memory_history()) note_free(device, context->address, context->storage->nbytes);
   address_space(device).give_back(context->address, context->span);
-  delete context;
+  exec::StoragePtr last = std::move(context->storage);  // may free the block the context lives in
 }
 
 // Also a DeviceAllocator, which is what torch.accelerator.memory_* reads. Storages release their
@@ -215,12 +224,13 @@ c10::DataPtr allocate_on(size_t nbytes, int device) {
     stats.allocations.increase(1);
     total = stats.bytes.current;
   }
-  auto storage = std::make_shared<exec::Storage>(device, static_cast<int64_t>(nbytes));
+  auto block = std::make_shared<StorageBlock>(device, static_cast<int64_t>(nbytes));
   size_t span = 0;
   void* address = address_space(device).take(nbytes, &span);
   if (recording_memory_history()) note_allocation(device, address, static_cast<int64_t>(nbytes));
   report_to_profiler(address, static_cast<int64_t>(nbytes), total, device);
-  auto* context = new StorageContext{std::move(storage), address, span};
+  StorageContext* context = &block->context;
+  *context = {exec::StoragePtr(block, &block->storage), address, span};
   return c10::DataPtr(address, context, &delete_storage,
                       c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
 }

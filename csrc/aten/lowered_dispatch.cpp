@@ -51,7 +51,9 @@ class CallBuilder {
  public:
   // `shape_depends_on_numbers`: the result sizes follow the values of the numbers (arange).
   CallBuilder(const c10::OperatorHandle& op, const lowering::Entry* entry, bool shape_depends_on_numbers)
-      : schema_(op.schema()), meta_key_(std::move(t_spare_meta_key)), shape_depends_on_numbers_(shape_depends_on_numbers) {
+      : schema_(op.schema()),
+        meta_key_(std::move(t_spare_meta_key)),
+        shape_depends_on_numbers_(shape_depends_on_numbers) {
     meta_key_.clear();
     call_.name = schema_.name().substr(schema_.name().find("::") + 2);
     call_.overload = schema_.overload_name();

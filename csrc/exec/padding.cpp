@@ -79,32 +79,46 @@ struct Scratch {
 }
 
 // A hash of the op, its arguments except sizes, and the dtype and rank of each tensor. Every op
-// comes here: the text is built in a buffer the thread keeps, not allocated per call.
+// comes here: tensors and the common arguments are hashed a word each; the rest (ints, lists,
+// strings) as text built in a buffer the thread keeps, not allocated per call.
 uint64_t history_key(const OpCall& call) {
   using Kind = lowering::Arg::Kind;
-  std::string& key = scratch().key;
-  key.assign(call.name);
-  key.push_back('.');
-  key += call.overload;
-  key.push_back('\0');
+  WordHash hash;
+  hash.add(call.name);
+  hash.add(call.overload);
+  std::string* text = nullptr;
   for (const auto& arg : call.args) {
-    key.push_back(static_cast<char>(arg.kind));
-    if (arg.kind == Kind::TensorList) {
-      for (int32_t slot : arg.slots) key.push_back(slot < 0 ? 'n' : 't');
-    } else {
-      append_static_argument(key, arg, call, /*list_values=*/false);
+    switch (arg.kind) {
+      case Kind::Tensor:
+      case Kind::None:
+        hash.add(static_cast<uint64_t>(arg.kind));
+        break;
+      case Kind::Number:
+        hash.add(static_cast<uint64_t>(arg.kind) | static_cast<uint64_t>(call.numbers[arg.slot].dtype) << 8 |
+                 uint64_t{arg.weak} << 16);
+        break;
+      case Kind::TensorList:
+        hash.add(static_cast<uint64_t>(arg.kind) | arg.slots.size() << 8);
+        for (int32_t slot : arg.slots) hash.add(slot < 0);
+        break;
+      default:
+        hash.add(static_cast<uint64_t>(arg.kind));  // where it sits among the others; its value goes to `text`
+        if (!text) {
+          text = &scratch().key;
+          text->clear();
+        }
+        text->push_back(static_cast<char>(arg.kind));
+        append_static_argument(*text, arg, call, /*list_values=*/false);
     }
   }
+  if (text) hash.add(*text);
   for_each_view(call, [&](const TensorView& view, int32_t) {
-    key.push_back(static_cast<char>(view.dtype));
-    key.push_back(static_cast<char>(view.layout.sizes.size()));
+    hash.add(static_cast<uint64_t>(view.dtype) | view.layout.sizes.size() << 8);
   });
+  constexpr uint64_t kResult = uint64_t{1} << 31;  // a result's word, apart from a view's
   for (const auto& output : call.outputs) {
-    key.push_back(static_cast<char>(output.dtype));
-    key.push_back(static_cast<char>(output.dims.size()));
+    hash.add(static_cast<uint64_t>(output.dtype) | output.dims.size() << 8 | kResult);
   }
-  WordHash hash;
-  hash.add(key);
   return hash.value();
 }
 
@@ -116,6 +130,12 @@ uint64_t history_key(const OpCall& call) {
 // that differ. False when none has varied.
 bool note_sizes(History& h, const Dims& sizes, std::vector<bool>& varied, std::vector<bool>& growing) {
   if (h.sizes.size() != sizes.size()) return false;
+  // Most calls of most ops: no size has ever taken a second value, and none does now.
+  size_t settled = 0;
+  while (settled < sizes.size() && sizes[settled] == h.sizes[settled].last && h.sizes[settled].seen.size() == 1) {
+    ++settled;
+  }
+  if (settled == sizes.size()) return false;
   bool any = false;
   varied.resize(sizes.size());
   growing.resize(sizes.size());
@@ -151,11 +171,14 @@ History first_history(const Dims& sizes) {
 // Each view's sizes and strides, then each result's sizes, into `sizes`.
 void sizes_of(const OpCall& call, Dims& sizes) {
   sizes.clear();
+  // push_back into the kept capacity: cheaper than a range insert for the few dims of a view
   for_each_view(call, [&](const TensorView& view, int32_t) {
-    sizes.insert(sizes.end(), view.layout.sizes.begin(), view.layout.sizes.end());
-    sizes.insert(sizes.end(), view.layout.strides.begin(), view.layout.strides.end());
+    for (int64_t d : view.layout.sizes) sizes.push_back(d);
+    for (int64_t d : view.layout.strides) sizes.push_back(d);
   });
-  for (const auto& output : call.outputs) sizes.insert(sizes.end(), output.dims.begin(), output.dims.end());
+  for (const auto& output : call.outputs) {
+    for (int64_t d : output.dims) sizes.push_back(d);
+  }
 }
 
 // The dims of `sizes` (starting at `at` in the history) that are padded, and their bucket sizes.
