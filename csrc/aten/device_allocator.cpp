@@ -22,20 +22,15 @@ namespace tpu::aten {
 
 namespace {
 
-// Storage contexts hang off DataPtrs; the address is theirs alone until they are freed.
+// What a DataPtr's context points at: a storage and its address, in one allocation per tensor
+// made. `storage` points into the block itself and owns it, so the block lives until
+// delete_storage lets that pointer go and the executor is done with the storage.
 struct StorageContext {
+  StorageContext(int device, int64_t nbytes) : value(device, nbytes) {}
+  exec::Storage value;
   exec::StoragePtr storage;
-  void* address;
-  size_t span;
-};
-
-// A storage and its context in one allocation (one per tensor made): the context's pointer owns
-// the block, so the block lives until delete_storage lets that pointer go and the executor is
-// done with the storage.
-struct StorageBlock {
-  StorageBlock(int device, int64_t nbytes) : storage(device, nbytes) {}
-  exec::Storage storage;
-  StorageContext context;
+  void* address = nullptr;
+  size_t span = 0;
 };
 
 // Address space that faults on any access, one per device, handed out in aligned spans and
@@ -154,7 +149,7 @@ void delete_storage(void* raw) {
   report_to_profiler(context->address, -context->storage->nbytes, total, device);
   if (recording_memory_history()) note_free(device, context->address, context->storage->nbytes);
   address_space(device).give_back(context->address, context->span);
-  exec::StoragePtr last = std::move(context->storage);  // may free the block the context lives in
+  exec::StoragePtr last = std::move(context->storage);  // may free the context itself
 }
 
 // Also a DeviceAllocator, which is what torch.accelerator.memory_* reads. Storages release their
@@ -224,13 +219,15 @@ c10::DataPtr allocate_on(size_t nbytes, int device) {
     stats.allocations.increase(1);
     total = stats.bytes.current;
   }
-  auto block = std::make_shared<StorageBlock>(device, static_cast<int64_t>(nbytes));
+  auto block = std::make_shared<StorageContext>(device, static_cast<int64_t>(nbytes));
   size_t span = 0;
   void* address = address_space(device).take(nbytes, &span);
   if (recording_memory_history()) note_allocation(device, address, static_cast<int64_t>(nbytes));
   report_to_profiler(address, static_cast<int64_t>(nbytes), total, device);
-  StorageContext* context = &block->context;
-  *context = {exec::StoragePtr(block, &block->storage), address, span};
+  StorageContext* context = block.get();
+  context->storage = exec::StoragePtr(block, &block->value);
+  context->address = address;
+  context->span = span;
   return c10::DataPtr(address, context, &delete_storage,
                       c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
 }

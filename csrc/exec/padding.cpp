@@ -69,7 +69,7 @@ constexpr size_t kMaxEntries = 1 << 16;  // a bound on memory, never reached by 
 // not inline, which it then keeps in a register: a thread_local named in a shared library's code
 // is looked up (__tls_get_addr) again after every call, dozens of times per op.
 struct Scratch {
-  std::string key;
+  std::string text;
   Dims sizes;
   std::vector<bool> varied, growing;
 };
@@ -104,7 +104,7 @@ uint64_t history_key(const OpCall& call) {
       default:
         hash.add(static_cast<uint64_t>(arg.kind));  // where it sits among the others; its value goes to `text`
         if (!text) {
-          text = &scratch().key;
+          text = &scratch().text;
           text->clear();
         }
         text->push_back(static_cast<char>(arg.kind));
