@@ -116,6 +116,7 @@ def test_the_file_name_hash_is_fnv1a_64():
     ("api_minor", lambda v: v + 1),
     ("device_kind", lambda v: "TPU v5 lite"),
     ("device_count", lambda v: v + 1),
+    ("host_isa", lambda v: v + "0000000000000000."),
     ("compile_options", lambda v: v + b"\x20\x00"),
     ("compiler_flags", lambda v: v + "--xla_cpu_enable_fast_math=true"),
     ("salt", lambda v: "another version"),
@@ -137,6 +138,9 @@ def test_the_key_names_this_build_and_the_program():
     assert context["platform"] == torch.tpu.platform()
     assert context["device_count"] == torch.tpu.device_count()
     assert context["compile_options"]
+    # The CPU plugin compiles for this CPU: an entry must not reach a CPU without its extensions.
+    assert bool(context["host_isa"]) == (context["platform"].lower() == "cpu")
+    assert context["host_isa"] == _C._cache_key_context()["host_isa"]
     one, other = (_C._cache_full_key(p, context) for p in (b"sin", b"cos"))
     assert one != other
     assert re.fullmatch(r"[0-9a-f]{16}\.tpuexec", _C._cache_entry_file_name(one))

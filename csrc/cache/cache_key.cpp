@@ -3,12 +3,18 @@
 #include <cstdlib>
 
 #include <elf.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
+#endif
 #include <fcntl.h>
 #include <link.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <vector>
 
@@ -128,6 +134,34 @@ std::string binary_identity(const void* address) {
   return hash.empty() ? "" : "sampled:" + hash;
 }
 
+std::string host_instruction_set() {
+  std::string words;
+  auto add = [&words](uint64_t word) { words += hex64(word) + "."; };
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  // Leaf 1 ECX/EDX (SSE..AVX, FMA, F16C), leaf 7 (AVX2, AVX-512, AMX), the extended leaf (LZCNT,
+  // SSE4a), and XCR0, which says whether the OS saves the AVX and AVX-512 registers. Leaf 1's EBX
+  // (which core asked) and the model numbers are left out: they change no instruction.
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx)) add(uint64_t{ecx} << 32 | edx);
+  const bool os_saves_state = (ecx >> 27) & 1;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) {
+    add(uint64_t{ebx} << 32 | ecx);
+    add(edx);
+  }
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) add(eax);
+  if (__get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx)) add(uint64_t{ecx} << 32 | edx);
+  if (os_saves_state) {
+    unsigned xcr0_low = 0, xcr0_high = 0;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+    add(uint64_t{xcr0_high} << 32 | xcr0_low);
+  }
+#elif defined(__aarch64__)
+  add(getauxval(AT_HWCAP));
+  add(getauxval(AT_HWCAP2));
+#endif
+  return words;
+}
+
 std::string compiler_flags_from_environment() {
   std::string flags;
   for (const char* name : {"XLA_FLAGS", "LIBTPU_INIT_ARGS"}) {
@@ -150,6 +184,12 @@ KeyContext current_key_context() {
   context.api_minor = client.api_minor();
   context.device_kind = client.device_kind(0);
   context.device_count = client.device_count();
+  std::string platform = context.platform;
+  std::transform(platform.begin(), platform.end(), platform.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (platform == "cpu" || platform == "host") {
+    static const std::string isa = host_instruction_set();
+    context.host_isa = isa;
+  }
   context.compile_options = client.compile_options();
   context.compiler_flags = compiler_flags_from_environment();
   return context;
@@ -164,6 +204,7 @@ std::string encode_key_prefix(const KeyContext& context) {
   append_field(out, "pjrt_api", std::to_string(context.api_major) + "." + std::to_string(context.api_minor));
   append_field(out, "device_kind", context.device_kind);
   append_field(out, "device_count", std::to_string(context.device_count));
+  append_field(out, "host_isa", context.host_isa);
   append_field(out, "compile_options", context.compile_options);
   append_field(out, "compiler_flags", context.compiler_flags);
   append_field(out, "salt", context.salt);

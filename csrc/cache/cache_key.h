@@ -27,6 +27,11 @@ struct KeyContext {
   int api_minor = 0;
   std::string device_kind;
   int device_count = 0;
+  // The host's instruction-set extensions, where the host is the device (the CPU plugin): XLA
+  // compiles for the CPU it runs on, so an entry made where AVX-512 exists dies with SIGILL on a
+  // machine without it (a cache directory on a shared disk, or restored onto another CI runner).
+  // Empty on other platforms, whose executables do not depend on the host's CPU.
+  std::string host_isa;
   std::string compile_options;  // the serialized CompileOptionsProto
   // Flags the plugin reads from the environment when it compiles (XLA_FLAGS, LIBTPU_INIT_ARGS):
   // they change the executable as much as the compile options do.
@@ -36,6 +41,9 @@ struct KeyContext {
 
 // The context of this process's PJRT client; creates the client if needed.
 KeyContext current_key_context();
+
+// The CPUID feature words (x86) or hardware capability words (Arm) of this CPU, in hex.
+std::string host_instruction_set();
 
 // Unambiguous: every field is named and length-prefixed, so no two contexts encode alike.
 std::string encode_key_prefix(const KeyContext& context);

@@ -63,6 +63,7 @@ py::dict key_context_to_dict(const cache::KeyContext& c) {
   d["api_minor"] = c.api_minor;
   d["device_kind"] = c.device_kind;
   d["device_count"] = c.device_count;
+  d["host_isa"] = c.host_isa;
   d["compile_options"] = py::bytes(c.compile_options);
   d["compiler_flags"] = c.compiler_flags;
   d["salt"] = c.salt;
@@ -79,6 +80,7 @@ cache::KeyContext key_context_from_dict(const py::dict& d) {
   c.api_minor = d["api_minor"].cast<int>();
   c.device_kind = d["device_kind"].cast<std::string>();
   c.device_count = d["device_count"].cast<int>();
+  c.host_isa = d["host_isa"].cast<std::string>();
   c.compile_options = d["compile_options"].cast<std::string>();
   c.compiler_flags = d["compiler_flags"].cast<std::string>();
   c.salt = d["salt"].cast<std::string>();
