@@ -50,6 +50,9 @@ bool run_as_list_op(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const bool reduces = schema.name() == "aten::_foreach_norm";
   if ((!in_place && schema.returns().size() != 1) || (in_place && reduces)) return false;
   ListCall call(schema.name().substr(6), schema.overload_name(), entry);
+  size_t tensors = 0;
+  for (const c10::IValue& value : args) tensors += value.isTensorList() ? value.toListRef().size() : value.isTensor();
+  call.reserve(tensors, self.size());
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& value = args[i];
     const c10::TypeKind kind = schema.arguments()[i].real_type()->kind();

@@ -90,6 +90,8 @@ bool adam_as_list_op(at::TensorList params, at::TensorList grads, at::TensorList
     if (!step.defined() || step.dim() != 0 || !at::isFloatingType(step.scalar_type())) return false;
   }
   ListCall call(name, "", lowering::find_lowering(name));
+  const size_t n = params.size();
+  call.reserve(5 * n + max_exp_avg_sqs.size() + 3, 4 * n + max_exp_avg_sqs.size());
   bool taken = call.add_tensor_list(params) && call.add_tensor_list(grads) && call.add_tensor_list(exp_avgs) &&
                call.add_tensor_list(exp_avg_sqs) && call.add_tensor_list(max_exp_avg_sqs) &&
                call.add_tensor_list(state_steps) && add_learning_rate(call, lr) && call.add_number(o.beta1) &&
@@ -189,6 +191,7 @@ bool sgd_as_list_op(at::TensorList params, at::TensorList grads, at::TensorList 
     return false;
   }
   ListCall call("_fused_sgd_", "", lowering::find_lowering("_fused_sgd_"));
+  call.reserve(2 * params.size() + momentum_buffers.size() + 3, 2 * params.size() + momentum_buffers.size());
   bool taken = call.add_tensor_list(params) && call.add_tensor_list(grads) && call.add_tensor_list(momentum_buffers) &&
                call.add_number(weight_decay) && call.add_number(momentum) && add_learning_rate(call, lr) &&
                call.add_number(dampening);

@@ -26,6 +26,14 @@ ListCall::ListCall(const std::string& name, const std::string& overload, const l
   call_.lowering = entry;
 }
 
+void ListCall::reserve(size_t tensors, size_t written) {
+  call_.inputs.reserve(tensors);
+  read_.reserve(tensors);
+  call_.outputs.reserve(written);
+  call_.destinations.reserve(written);
+  written_.reserve(written);
+}
+
 bool ListCall::same_device(const at::Tensor& t) {
   if (device_ < 0) device_ = t.device().index();
   return t.device().index() == device_;

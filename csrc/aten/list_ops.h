@@ -20,6 +20,10 @@ class ListCall {
  public:
   ListCall(const std::string& name, const std::string& overload, const lowering::Entry* entry);
 
+  // Room for the call's tensor operands and written tensors, when known before they are added: a
+  // list op's vectors then grow once, not once per list (an optimizer's lists hold hundreds).
+  void reserve(size_t tensors, size_t written);
+
   // Each adds the next argument of the call (in the lowering's order); false: not the plain case.
   bool add_tensor_list(at::TensorList list);
   bool add_number_list(c10::ArrayRef<c10::IValue> scalars);
