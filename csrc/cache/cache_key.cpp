@@ -186,7 +186,7 @@ KeyContext current_key_context() {
   context.device_count = client.device_count();
   std::string platform = context.platform;
   std::transform(platform.begin(), platform.end(), platform.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (platform == "cpu" || platform == "host") {
+  if (platform == "cpu") {
     static const std::string isa = host_instruction_set();
     context.host_isa = isa;
   }
