@@ -106,6 +106,25 @@ def test_lists_the_one_op_path_declines_match_cpu(mode, no_fallback, name, fn):
     assert ops > 1
 
 
+def test_in_place_foreach_over_row_blocks_of_one_storage_matches_cpu(mode, no_fallback):
+    # Entries at offsets into one storage, each a 2-D block: the list lowering computes entries as
+    # flat vectors, which must read and write each block where it lies, and leave the rest alone.
+    generator = torch.Generator().manual_seed(3)
+    whole, other = torch.randn(7, 4, 5, generator=generator), torch.randn(6, 4, 5, generator=generator)
+
+    def update(whole, other):
+        blocks = [whole[1], whole[3], whole[4:6]]
+        weights = [other[0], other[1], other[2:4]]
+        torch._foreach_lerp_(blocks, weights, 0.25)
+        torch._foreach_addcmul_(blocks, weights, weights, value=0.5)
+        torch._foreach_mul_(blocks, [other[4], other[5], other[0:2]])
+        torch._foreach_div_(blocks, other[5, 0, 0].abs() + 1)  # a 0-dim tensor beside the 2-D entries
+        return whole
+
+    expected = update(whole.clone(), other.clone())
+    torch.testing.assert_close(update(whole.to("tpu"), other.to("tpu")).cpu(), expected)
+
+
 def test_a_fused_optimizer_step_records_a_few_list_ops():
     torch.manual_seed(0)
     model = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(6)]).to("tpu")

@@ -53,6 +53,32 @@ Arg element_of(const hlo::Builder& b, const Arg& arg, size_t i) {
   return element;
 }
 
+// An element op applied to its entries as flat vectors: the op is elementwise and the entries of
+// one index have one shape (the ATen layer's plain case), so the values are the same. A storage is
+// flat; an entry computed in its own shape reaches XLA as a fusion holding reshapes between the
+// storage and the entry, which XLA:CPU does not write into its operand's buffer, so a donated
+// entry updated in place (AdamW's moments of 2-D weights) was copied every step.
+// Entries of other shapes (broadcasting ones, where a torch.compile graph passes them) keep theirs.
+bool flattens(const hlo::Builder& b, const Context& one) {
+  const Dims& dims = one.outputs[0].dims;
+  if (one.op == "linalg_vector_norm" || dims.size() < 2) return false;
+  for (const Arg& arg : one.args) {
+    if (arg.kind == Arg::Kind::Tensor && arg.value.valid() && !b.dims(arg.value).empty() && b.dims(arg.value) != dims) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Context& flattened(hlo::Builder& b, Context& one) {
+  const Dims flat{numel(one.outputs[0].dims)};
+  for (Arg& arg : one.args) {
+    if (arg.kind == Arg::Kind::Tensor && arg.value.valid() && !b.dims(arg.value).empty()) arg.value = b.reshape(arg.value, flat);
+  }
+  one.outputs[0].dims = flat;
+  return one;
+}
+
 std::vector<Value> lower_foreach(Context& ctx) {
   const std::string element_op = element_name(ctx.op);
   const Entry* element = find_lowering(element_op);
@@ -64,6 +90,10 @@ std::vector<Value> lower_foreach(Context& ctx) {
   for (size_t i = 0; i < count; ++i) {
     Context one{ctx.b, element_op, "", {}, {ctx.outputs[i]}, Value{}};
     for (const Arg& arg : ctx.args) one.args.push_back(element_of(ctx.b, arg, i));
+    if (flattens(ctx.b, one)) {
+      results.push_back(ctx.b.reshape(element->fn(flattened(ctx.b, one)).at(0), ctx.outputs[i].dims));
+      continue;
+    }
     if (element_op == "linalg_vector_norm") {
       // _foreach_norm(self, ord, dtype?) -> linalg_vector_norm(self, ord, dim=None, keepdim=False, dtype?)
       Arg dtype = one.args.size() > 2 ? one.args[2] : Arg{};
