@@ -10,7 +10,7 @@
   fused_optimizer_step_host_ms the same with AdamW(fused=True), one recorded op, which is
   PyTorch's own Python around the step plus one record.
 - *_optimizer_step_host_ms_tiny_tensors: the same steps over the same 54 parameters built at
-  d_model 16. On the CPU plugin the device is this host: the step's program, run between two timed
+  d_model 16 (each optimizer figure is the median of 3 rounds that alternate full and tiny). On the CPU plugin the device is this host: the step's program, run between two timed
   steps over 14 MB of state, evicts the host's caches, and the next step's recording then misses
   in them. On an accelerator the device computes elsewhere, so this is the host cost there.
 - optimizer_step_python_floor_ms: the foreach step over CPU tensors with every torch._foreach_*
@@ -25,6 +25,7 @@
 The last line is JSON.
 """
 import argparse
+import contextlib
 import json
 import statistics
 import time
@@ -50,54 +51,53 @@ def per_op_us(x, y, batches, ops_per_batch, sync, timed_sync=True):
     return statistics.median(samples)
 
 
-def optimizer_step_ms(device, steps, sync, fused=False, d_model=256):
-    """The host time of AdamW's step over the reference decoder's parameters (4 layers, d256)."""
+def optimizer_step_ms(device, steps, sync, fused=False, d_model=256, foreach=None, timed=contextlib.nullcontext):
+    """The host time of AdamW's step over the reference decoder's parameters (4 layers, d256);
+    the timed steps run inside `timed()`."""
     torch.manual_seed(0)
     model = Decoder(512, d_model, 4, 4, 64).to(device)
     # fused=False would select the single-tensor loop, not the default foreach path.
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, **({"fused": True} if fused else {}))
+    options = {"fused": True} if fused else {} if foreach is None else {"foreach": foreach}
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, **options)
     tokens = torch.randint(0, 512, (2, 65)).to(device)
     logits = model(tokens[:, :-1])
     F.cross_entropy(logits.reshape(-1, 512), tokens[:, 1:].reshape(-1)).backward()
-    samples = []
-    for step in range(steps + 3):  # the first steps create the state and compile
-        sync()
-        start = time.perf_counter()
+    for _ in range(3):  # the first steps create the state and compile
         optimizer.step()
-        elapsed = time.perf_counter() - start
         sync()
-        if step >= 3:
+    samples = []
+    with timed():
+        for _ in range(steps):
+            sync()
+            start = time.perf_counter()
+            optimizer.step()
+            elapsed = time.perf_counter() - start
+            sync()
             samples.append(elapsed * 1e3)
     return statistics.median(samples)
 
 
-def optimizer_step_python_floor_ms(steps):
-    """The foreach step's time with its _foreach_* ops returning at once (see the module's doc)."""
-    torch.manual_seed(0)
-    model = Decoder(512, 256, 4, 4, 64)
-    # CPU's default is the per-tensor loop; the tpu default (as CUDA's) is foreach.
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
-    for p in model.parameters():
-        p.grad = torch.randn_like(p)
-    for _ in range(3):  # real steps: the state exists and the step counts are past zero
-        optimizer.step()
+@contextlib.contextmanager
+def foreach_ops_return_at_once():
     foreach_ops = {name: getattr(torch, name) for name in dir(torch) if name.startswith("_foreach_")}
 
     def returns_at_once(tensors, *args, **kwargs):
         return tensors
 
-    samples = []
     try:
         for name in foreach_ops:
             setattr(torch, name, returns_at_once)
-        for _ in range(steps * 5):  # each step is short: the median of more is steadier
-            start = time.perf_counter()
-            optimizer.step()
-            samples.append((time.perf_counter() - start) * 1e3)
+        yield
     finally:
         for name, op in foreach_ops.items():
             setattr(torch, name, op)
-    return statistics.median(samples)
+
+
+def optimizer_step_python_floor_ms(steps):
+    """The foreach step's time with its _foreach_* ops returning at once (see the module's doc).
+    CPU's default is the per-tensor loop; the tpu default (as CUDA's) is foreach. Each step is
+    short: the median of more steps is steadier."""
+    return optimizer_step_ms("cpu", steps * 5, lambda: None, foreach=True, timed=foreach_ops_return_at_once)
 
 
 def main():
@@ -124,13 +124,17 @@ def main():
         per_op_us(tpu_x, tpu_y, 2, args.ops, torch.tpu.synchronize, timed_sync=False)
         results["fused_record_us_per_op"] = round(
             per_op_us(tpu_x, tpu_y, args.batches, args.ops, torch.tpu.synchronize, timed_sync=False), 2)
-        results["optimizer_step_host_ms"] = round(optimizer_step_ms("tpu", args.steps, torch.tpu.synchronize), 3)
-        results["fused_optimizer_step_host_ms"] = round(
-            optimizer_step_ms("tpu", args.steps, torch.tpu.synchronize, fused=True), 3)
-        results["optimizer_step_host_ms_tiny_tensors"] = round(
-            optimizer_step_ms("tpu", args.steps * 5, torch.tpu.synchronize, d_model=16), 3)
-        results["fused_optimizer_step_host_ms_tiny_tensors"] = round(
-            optimizer_step_ms("tpu", args.steps * 5, torch.tpu.synchronize, fused=True, d_model=16), 3)
+        # Full size and tiny tensors alternate, 3 rounds: on a noisy machine one measurement of each,
+        # minutes apart, can order them either way.
+        rounds = {"optimizer_step_host_ms": [], "fused_optimizer_step_host_ms": [],
+                  "optimizer_step_host_ms_tiny_tensors": [], "fused_optimizer_step_host_ms_tiny_tensors": []}
+        for _ in range(3):
+            for key, samples in rounds.items():
+                tiny = key.endswith("_tiny_tensors")
+                samples.append(optimizer_step_ms("tpu", args.steps * (5 if tiny else 1), torch.tpu.synchronize,
+                                                 fused=key.startswith("fused"), d_model=16 if tiny else 256))
+        for key, samples in rounds.items():
+            results[key] = round(statistics.median(samples), 3)
     per_op_us(cpu_x, cpu_y, 2, 50, lambda: None)
     results["cpu_us_per_op"] = round(per_op_us(cpu_x, cpu_y, args.batches, args.ops, lambda: None), 2)
     results["cpu_optimizer_step_ms"] = round(optimizer_step_ms("cpu", args.steps, lambda: None), 3)

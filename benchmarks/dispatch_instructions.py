@@ -13,7 +13,8 @@ Each figure is (instructions of a run of 3000 ops - those of a run of 1000) / 20
 out the first op's one-off costs (meta tables, compiles). Instructions are not time (a cache miss
 or a lock that waits costs more than its count), but two builds compared this way differ only by
 what changed; repeated runs differ by up to about 1k instructions, when glibc consolidates its free
-lists inside the counted calls in one run and not in the other. Needs valgrind (Debian: `apt-get install valgrind`); a run takes a few minutes.
+lists inside the counted calls in one run and not in the other. Needs valgrind (Debian: `apt-get
+install valgrind`); a run takes about ten minutes.
 
     python benchmarks/dispatch_instructions.py [--modes cpu,strict,defer_and_fuse]
 
@@ -53,7 +54,6 @@ def instructions(mode, ops, workdir):
     # Compiled with full optimisation at once: a quick compile's upgrade runs on another thread, and
     # callgrind would count it when it lands while the main thread is inside an op.
     env["TORCH_TPU_QUICK_COMPILE"] = "0"
-
     done = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", f"--toggle-collect={TOGGLE}",
                            sys.executable, "-c", CHILD, mode, str(ops)], env=env, capture_output=True, text=True)
     if done.returncode != 0:

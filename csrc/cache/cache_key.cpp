@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 #include <vector>
 
@@ -184,9 +183,7 @@ KeyContext current_key_context() {
   context.api_minor = client.api_minor();
   context.device_kind = client.device_kind(0);
   context.device_count = client.device_count();
-  std::string platform = context.platform;
-  std::transform(platform.begin(), platform.end(), platform.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (platform == "cpu") {
+  if (context.platform == "cpu") {
     static const std::string isa = host_instruction_set();
     context.host_isa = isa;
   }
