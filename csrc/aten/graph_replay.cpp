@@ -24,8 +24,8 @@ std::vector<int64_t> vec(at::IntArrayRef values) { return {values.begin(), value
 // The captured program read its arguments through views whose size-1 dims have canonical strides
 // (aten/tpu_tensor.cpp), so arguments that differ only there replay it too.
 std::vector<int64_t> unit_strides_canonical(const at::Tensor& t) {
-  std::vector<int64_t> strides = vec(t.strides());
-  lowering::canonicalize_unit_strides(strides, vec(t.sizes()));
+  Dims strides(t.strides().begin(), t.strides().end());
+  lowering::canonicalize_unit_strides(strides, Dims(t.sizes().begin(), t.sizes().end()));
   return strides;
 }
 

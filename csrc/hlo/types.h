@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "hlo/dims.h"
+
 namespace tpu {
 
 enum class DType : uint8_t {
@@ -25,8 +27,6 @@ enum class DType : uint8_t {
   C64,
   C128,
 };
-
-using Dims = std::vector<int64_t>;
 
 const char* mlir_name(DType dtype);  // "f32", "i1", "ui8", "complex<f32>", ...
 int64_t itemsize(DType dtype);
