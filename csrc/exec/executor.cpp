@@ -534,7 +534,10 @@ void run(OpCall call) {
     if (!nothing_to_settle(nullptr)) settle_locked(lock, storages_of(call), nullptr);
     plan_padding(call);
     StorageSet storages;
-    std::string key;
+    // Kept per thread between ops (strict mode builds one key per op): no allocation per op.
+    thread_local std::string t_spare_key;
+    std::string key = std::move(t_spare_key);
+    key.clear();
     key.reserve(256);
     std::vector<int64_t> offsets;
     append_call_key(key, call, storages, offsets);
@@ -560,6 +563,7 @@ void run(OpCall call) {
       launch(exact_key, ProgramKind::PerOp, calls, storages, std::move(exact_offsets), calls.back().device, wait,
              {}, in_flight.unlocker());
     }
+    t_spare_key = std::move(key);
   } catch (const OpError& e) {
     SourceLocation where = g_location.capture ? g_location.capture() : SourceLocation{};
     if (!where.known()) throw;

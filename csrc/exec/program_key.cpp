@@ -61,7 +61,8 @@ void append_view(std::string& key, StorageSet& storages, const TensorView& view,
 
 }  // namespace
 
-StorageSet::StorageSet() : epoch_(g_next_epoch++) {}
+// Most per-op programs name two to four storages: one allocation instead of one per doubling.
+StorageSet::StorageSet() : epoch_(g_next_epoch++) { items_.reserve(8); }
 
 int32_t StorageSet::index(Storage* s) {
   StorageState& state = state_of(*s);

@@ -479,12 +479,25 @@ ExecuteResult Client::execute(const Executable& executable, int device,
                               const std::vector<const Buffer*>& arguments,
                               const std::vector<TensorType>& output_types,
                               const std::vector<int64_t>& keep_arguments) {
-  std::vector<PJRT_Buffer*> raw_args;
-  raw_args.reserve(arguments.size());
-  for (const Buffer* b : arguments) raw_args.push_back(b->raw());
-  std::vector<PJRT_Buffer*> raw_outputs(output_types.size(), nullptr);
-  PJRT_Buffer* const* arg_list = raw_args.data();
-  PJRT_Buffer** output_list = raw_outputs.data();
+  // On the stack for the usual few arguments: a per-op program runs once per op, and each heap
+  // allocation here is a measurable part of strict mode's host time.
+  constexpr size_t kOnStack = 16;
+  PJRT_Buffer* stack_args[kOnStack];
+  PJRT_Buffer* stack_outputs[kOnStack] = {};
+  std::vector<PJRT_Buffer*> heap_args, heap_outputs;
+  PJRT_Buffer** raw_args = stack_args;
+  PJRT_Buffer** raw_outputs = stack_outputs;
+  if (arguments.size() > kOnStack) {
+    heap_args.resize(arguments.size());
+    raw_args = heap_args.data();
+  }
+  if (output_types.size() > kOnStack) {
+    heap_outputs.assign(output_types.size(), nullptr);
+    raw_outputs = heap_outputs.data();
+  }
+  for (size_t i = 0; i < arguments.size(); ++i) raw_args[i] = arguments[i]->raw();
+  PJRT_Buffer* const* arg_list = raw_args;
+  PJRT_Buffer** output_list = raw_outputs;
   PJRT_Event* done = nullptr;
 
   auto options = make_args<PJRT_ExecuteOptions>();
@@ -493,7 +506,7 @@ ExecuteResult Client::execute(const Executable& executable, int device,
   args.options = &options;
   args.argument_lists = &arg_list;
   args.num_devices = 1;
-  args.num_args = raw_args.size();
+  args.num_args = arguments.size();
   args.output_lists = &output_list;
   args.device_complete_events = &done;
   args.execute_device = devices_.at(device);
