@@ -425,7 +425,7 @@ class CallBuilder {
 
   const c10::FunctionSchema& schema_;
   at::ArrayRef<c10::IValue> args_;
-  exec::OpCall call_;
+  exec::OpCall call_ = exec::reused_call();
   std::string meta_key_;
   bool shape_depends_on_numbers_;
   int device_ = -1;

@@ -84,6 +84,42 @@ struct Lane {
 namespace {
 
 thread_local std::shared_ptr<Lane> t_lane;
+
+// The lists of finished calls, emptied, for reused_call(). Only small ones are kept (a list op's
+// lists hold thousands of entries), and only so many that a large graph's flush keeps little.
+struct CallLists {
+  std::vector<lowering::Arg> args;
+  std::vector<TensorView> inputs;
+  std::vector<RuntimeNumber> numbers;
+  std::vector<lowering::Output> outputs;
+  std::vector<TensorView> destinations;
+};
+constexpr size_t kReusedListRoom = 8;
+constexpr size_t kReusedCalls = 1024;
+thread_local std::vector<CallLists> t_spare_lists;
+
+void keep_lists_of(std::vector<OpCall>& calls) {
+  std::vector<CallLists>& spares = t_spare_lists;
+  for (OpCall& call : calls) {
+    if (spares.size() >= kReusedCalls) return;
+    if (call.args.capacity() > kReusedListRoom || call.inputs.capacity() > kReusedListRoom ||
+        call.numbers.capacity() > kReusedListRoom || call.outputs.capacity() > kReusedListRoom ||
+        call.destinations.capacity() > kReusedListRoom) {
+      continue;
+    }
+    CallLists& lists = spares.emplace_back();
+    lists.args = std::move(call.args);
+    lists.inputs = std::move(call.inputs);
+    lists.numbers = std::move(call.numbers);
+    lists.outputs = std::move(call.outputs);
+    lists.destinations = std::move(call.destinations);
+    lists.args.clear();
+    lists.inputs.clear();
+    lists.numbers.clear();
+    lists.outputs.clear();
+    lists.destinations.clear();
+  }
+}
 // Lanes whose pending graph has this epoch. A lane with pending ops outlives its thread here:
 // what the thread recorded runs when something reads it.
 std::unordered_map<uint64_t, std::shared_ptr<Lane>> g_pending;
@@ -380,6 +416,7 @@ void flush_lane_locked(Lock& lock, const std::shared_ptr<Lane>& lane, const char
     thread_capture().result = std::move(capture);
   }
   rerecord(lock, lane, rest, read_later);
+  keep_lists_of(calls);  // last: its views may hold the only references to storages named above
 }
 
 namespace {
@@ -515,6 +552,20 @@ std::string format_location(const SourceLocation& where) {
 void set_sync_hook(SyncHook hook) { g_sync_hook = hook; }
 void set_max_pending_ops(int64_t ops) { g_max_pending = ops > 0 ? ops : 1; }
 
+OpCall reused_call() {
+  OpCall call;
+  std::vector<CallLists>& spares = t_spare_lists;
+  if (spares.empty()) return call;
+  CallLists& lists = spares.back();
+  call.args = std::move(lists.args);
+  call.inputs = std::move(lists.inputs);
+  call.numbers = std::move(lists.numbers);
+  call.outputs = std::move(lists.outputs);
+  call.destinations = std::move(lists.destinations);
+  spares.pop_back();
+  return call;
+}
+
 void run(OpCall call) {
   runtime::raise_if_forked_child();  // the lock and the device queue may be the parent's
   ++g_ops;
@@ -553,17 +604,20 @@ void run(OpCall call) {
       choose_padding(calls, storages, key, offsets, {}, takes_growing_operands(calls.back()));
       chosen_key = key;
     }
-    InFlightWhileUnlocked in_flight(lock, storages.items());
-    bool wait = mode == Mode::Debug;
-    try {
-      launch(key, ProgramKind::PerOp, calls, storages, std::move(offsets), calls.back().device, wait, {},
-             in_flight.unlocker());
-    } catch (const PaddedProgramFailed&) {
-      decline_failed_padding(calls, storages, chosen_key);
-      launch(exact_key, ProgramKind::PerOp, calls, storages, std::move(exact_offsets), calls.back().device, wait,
-             {}, in_flight.unlocker());
+    {
+      InFlightWhileUnlocked in_flight(lock, storages.items());
+      bool wait = mode == Mode::Debug;
+      try {
+        launch(key, ProgramKind::PerOp, calls, storages, std::move(offsets), calls.back().device, wait, {},
+               in_flight.unlocker());
+      } catch (const PaddedProgramFailed&) {
+        decline_failed_padding(calls, storages, chosen_key);
+        launch(exact_key, ProgramKind::PerOp, calls, storages, std::move(exact_offsets), calls.back().device, wait,
+               {}, in_flight.unlocker());
+      }
     }
     t_spare_key = std::move(key);
+    keep_lists_of(calls);  // after the in-flight mark is gone: its views may hold the last references
   } catch (const OpError& e) {
     SourceLocation where = g_location.capture ? g_location.capture() : SourceLocation{};
     if (!where.known()) throw;
