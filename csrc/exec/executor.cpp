@@ -94,6 +94,13 @@ struct CallLists {
   std::vector<lowering::Output> outputs;
   std::vector<TensorView> destinations;
 };
+void swap_lists(OpCall& call, CallLists& lists) {
+  call.args.swap(lists.args);
+  call.inputs.swap(lists.inputs);
+  call.numbers.swap(lists.numbers);
+  call.outputs.swap(lists.outputs);
+  call.destinations.swap(lists.destinations);
+}
 constexpr size_t kReusedListRoom = 8;
 constexpr size_t kReusedCalls = 1024;
 thread_local std::vector<CallLists> t_spare_lists;
@@ -108,11 +115,7 @@ void keep_lists_of(std::vector<OpCall>& calls) {
       continue;
     }
     CallLists& lists = spares.emplace_back();
-    lists.args = std::move(call.args);
-    lists.inputs = std::move(call.inputs);
-    lists.numbers = std::move(call.numbers);
-    lists.outputs = std::move(call.outputs);
-    lists.destinations = std::move(call.destinations);
+    swap_lists(call, lists);
     lists.args.clear();
     lists.inputs.clear();
     lists.numbers.clear();
@@ -120,6 +123,7 @@ void keep_lists_of(std::vector<OpCall>& calls) {
     lists.destinations.clear();
   }
 }
+
 // Lanes whose pending graph has this epoch. A lane with pending ops outlives its thread here:
 // what the thread recorded runs when something reads it.
 std::unordered_map<uint64_t, std::shared_ptr<Lane>> g_pending;
@@ -556,12 +560,7 @@ OpCall reused_call() {
   OpCall call;
   std::vector<CallLists>& spares = t_spare_lists;
   if (spares.empty()) return call;
-  CallLists& lists = spares.back();
-  call.args = std::move(lists.args);
-  call.inputs = std::move(lists.inputs);
-  call.numbers = std::move(lists.numbers);
-  call.outputs = std::move(lists.outputs);
-  call.destinations = std::move(lists.destinations);
+  swap_lists(call, spares.back());
   spares.pop_back();
   return call;
 }
