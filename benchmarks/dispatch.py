@@ -10,9 +10,10 @@
   fused_optimizer_step_host_ms the same with AdamW(fused=True), one recorded op, which is
   PyTorch's own Python around the step plus one record.
 - *_optimizer_step_host_ms_tiny_tensors: the same steps over the same 54 parameters built at
-  d_model 16 (each optimizer figure is the median of 3 rounds that alternate full and tiny). On the CPU plugin the device is this host: the step's program, run between two timed
-  steps over 14 MB of state, evicts the host's caches, and the next step's recording then misses
-  in them. On an accelerator the device computes elsewhere, so this is the host cost there.
+  d_model 16 (each optimizer figure is the median of 3 rounds that alternate full and tiny). On
+  the CPU plugin the device is this host: the step's program, run between two timed steps over
+  14 MB of state, evicts the host's caches, and the next step's recording then misses in them. On
+  an accelerator the device computes elsewhere, so this is the host cost there.
 - optimizer_step_python_floor_ms: the foreach step over CPU tensors with every torch._foreach_*
   op replaced by one that returns at once: PyTorch's own Python (grouping, state, bias
   corrections), which every backend pays before any op is dispatched.

@@ -19,13 +19,13 @@ bool on_tpu(const std::optional<at::Tensor>& t) {
   return t && t->defined() && t->device().type() == c10::DeviceType::PrivateUse1;
 }
 
-std::vector<int64_t> vec(at::IntArrayRef values) { return {values.begin(), values.end()}; }
+Dims vec(at::IntArrayRef values) { return Dims(values.begin(), values.end()); }
 
 // The captured program read its arguments through views whose size-1 dims have canonical strides
 // (aten/tpu_tensor.cpp), so arguments that differ only there replay it too.
 std::vector<int64_t> unit_strides_canonical(const at::Tensor& t) {
-  Dims strides(t.strides().begin(), t.strides().end());
-  lowering::canonicalize_unit_strides(strides, Dims(t.sizes().begin(), t.sizes().end()));
+  Dims strides = vec(t.strides());
+  lowering::canonicalize_unit_strides(strides, vec(t.sizes()));
   return strides;
 }
 
