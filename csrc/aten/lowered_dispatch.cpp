@@ -26,6 +26,7 @@
 #include "aten/meta_results.h"
 #include "aten/op_adapters.h"
 #include "aten/tpu_tensor.h"
+#include "exec/key_bytes.h"
 
 namespace tpu::aten {
 
@@ -68,11 +69,11 @@ class CallBuilder {
     args_ = args;
     call_.args.reserve(args.size());
     call_.inputs.reserve(args.size());  // most arguments of most ops are tensors
-    meta_key_.reserve(256);
-    meta_key_ += schema_.name();
-    meta_key_ += '.';
-    meta_key_ += schema_.overload_name();
-    meta_key_.push_back('\0');
+    exec::KeyBytes key(meta_key_);
+    key.add_text(schema_.name());
+    key.add_char('.');
+    key.add_text(schema_.overload_name());
+    key.add_char('\0');
     for (size_t i = 0; i < args.size(); ++i) {
       const c10::Argument& argument = schema_.arguments()[i];
       const c10::IValue& value = args[i];
@@ -95,7 +96,7 @@ class CallBuilder {
           if (!value.isNone()) number_arg(value, &arg);
           if (shape_depends_on_numbers_ && !value.isNone()) {
             double exact = value.toScalar().toDouble();
-            meta_key_.append(reinterpret_cast<const char*>(&exact), sizeof exact);
+            key.add(&exact, sizeof exact);
           }
           break;
         case c10::TypeKind::IntType:
@@ -140,12 +141,12 @@ class CallBuilder {
         case c10::TypeKind::LayoutType:
         case c10::TypeKind::MemoryFormatType:
         case c10::TypeKind::NoneType:
-          if (!value.isNone()) meta_key_ += std::to_string(value.toInt());
+          if (!value.isNone()) key.add_text(std::to_string(value.toInt()));
           break;
         default:
           throw NotLowerable{};
       }
-      append_meta_key(arg, is_out ? i : -1);
+      append_meta_key(key, arg, is_out ? i : -1);
       if (!is_out) call_.args.push_back(std::move(arg));
     }
   }
@@ -261,11 +262,11 @@ class CallBuilder {
   }
 
  private:
-  void append_meta_key(const Arg& arg, long out_index) {
-    meta_key_.push_back(static_cast<char>(arg.kind));
-    auto append_int = [&](int64_t v) { meta_key_.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  void append_meta_key(exec::KeyBytes& key, const Arg& arg, long out_index) {
+    key.add_char(static_cast<char>(arg.kind));
+    auto append_int = [&](int64_t v) { key.add_int(v); };
     auto append_layout = [&](const exec::TensorView& v) {
-      meta_key_.push_back(static_cast<char>(v.dtype));
+      key.add_char(static_cast<char>(v.dtype));
       append_int(static_cast<int64_t>(v.layout.sizes.size()));
       for (int64_t d : v.layout.sizes) append_int(d);
       for (int64_t d : v.layout.strides) append_int(d);
@@ -275,10 +276,10 @@ class CallBuilder {
       case Arg::Kind::TensorList:
         append_int(static_cast<int64_t>(arg.slots.size()));
         for (int32_t slot : arg.slots) {
-          if (slot < 0) meta_key_.push_back('n'); else append_layout(call_.inputs[slot]);
+          if (slot < 0) key.add_char('n'); else append_layout(call_.inputs[slot]);
         }
         break;
-      case Arg::Kind::Number: meta_key_.push_back(static_cast<char>(call_.numbers[arg.slot].dtype)); break;
+      case Arg::Kind::Number: key.add_char(static_cast<char>(call_.numbers[arg.slot].dtype)); break;
       case Arg::Kind::NumberList: throw NotLowerable{};  // made by the foreach kernels only
       case Arg::Kind::Int: append_int(arg.i); break;
       case Arg::Kind::IntList:
@@ -286,11 +287,11 @@ class CallBuilder {
         for (int64_t v : arg.ints) append_int(v);
         break;
       case Arg::Kind::DoubleList:
-        for (double d : arg.doubles) meta_key_.append(reinterpret_cast<const char*>(&d), sizeof d);
+        key.add(arg.doubles.data(), arg.doubles.size() * sizeof(double));
         break;
-      case Arg::Kind::Bool: meta_key_.push_back(arg.b ? '1' : '0'); break;
-      case Arg::Kind::String: meta_key_ += arg.s; meta_key_.push_back('\0'); break;
-      case Arg::Kind::ScalarType: meta_key_.push_back(static_cast<char>(arg.dtype)); break;
+      case Arg::Kind::Bool: key.add_char(arg.b ? '1' : '0'); break;
+      case Arg::Kind::String: key.add_text(arg.s); key.add_char('\0'); break;
+      case Arg::Kind::ScalarType: key.add_char(static_cast<char>(arg.dtype)); break;
       case Arg::Kind::None: break;
     }
     if (out_index >= 0) {

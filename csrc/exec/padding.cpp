@@ -107,8 +107,9 @@ uint64_t history_key(const OpCall& call) {
           text = &scratch().text;
           text->clear();
         }
-        text->push_back(static_cast<char>(arg.kind));
-        append_static_argument(*text, arg, call, /*list_values=*/false);
+        KeyBytes bytes(*text);
+        bytes.add_char(static_cast<char>(arg.kind));
+        append_static_argument(bytes, arg, call, /*list_values=*/false);
     }
   }
   if (text) hash.add(*text);

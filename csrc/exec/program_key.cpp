@@ -14,49 +14,6 @@ namespace {
 
 std::atomic<uint64_t> g_next_epoch{1};
 
-void append_int(std::string& key, int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); }
-
-void append_dims(std::string& key, const Dims& dims) {
-  append_int(key, static_cast<int64_t>(dims.size()));
-  key.append(reinterpret_cast<const char*>(dims.data()), dims.size() * sizeof(int64_t));
-}
-
-// Gathers one view's fields on the stack and appends them to the key at once: a call of
-// std::string's append costs more than the eight bytes most fields add (a third of the key's
-// instructions went to it).
-class KeyBytes {
- public:
-  explicit KeyBytes(std::string& key) : key_(key) {}
-  ~KeyBytes() { key_.append(buffer_, used_); }
-  KeyBytes(const KeyBytes&) = delete;
-  KeyBytes& operator=(const KeyBytes&) = delete;
-
-  void add_char(char c) { add(&c, 1); }
-  void add_int(int64_t v) { add(&v, sizeof v); }
-  void add_dims(const Dims& dims) {
-    add_int(static_cast<int64_t>(dims.size()));
-    add(dims.data(), dims.size() * sizeof(int64_t));
-  }
-
- private:
-  void add(const void* bytes, size_t n) {
-    if (used_ + n > sizeof buffer_) {
-      key_.append(buffer_, used_);
-      used_ = 0;
-      if (n > sizeof buffer_) {
-        key_.append(static_cast<const char*>(bytes), n);
-        return;
-      }
-    }
-    std::memcpy(buffer_ + used_, bytes, n);
-    used_ += n;
-  }
-
-  std::string& key_;
-  char buffer_[240];
-  size_t used_ = 0;
-};
-
 // The views of a call in for_each_view's order, with what its padding plan says of each.
 struct ViewCursor {
   const PaddingPlan* plan;  // null unless the call runs padded
@@ -65,9 +22,8 @@ struct ViewCursor {
   bool destination = false;
 };
 
-void append_view(std::string& key, StorageSet& storages, const TensorView& view, std::vector<int64_t>& offsets,
+void append_view(KeyBytes& bytes, StorageSet& storages, const TensorView& view, std::vector<int64_t>& offsets,
                  ViewCursor& cursor) {
-  KeyBytes bytes(key);
   size_t index = cursor.next++;
   Storage* s = view.storage.get();
   bytes.add_int(storages.index(s));
@@ -162,40 +118,40 @@ LoopSignature call_signatures(const OpCall& call) {
   return {bucketed.value(), sizes.value()};
 }
 
-void append_static_argument(std::string& key, const lowering::Arg& arg, const OpCall& call, bool list_values) {
+void append_static_argument(KeyBytes& key, const lowering::Arg& arg, const OpCall& call, bool list_values) {
   using Kind = lowering::Arg::Kind;
   switch (arg.kind) {
     case Kind::Number:
-      key.push_back(static_cast<char>(call.numbers[arg.slot].dtype));
-      key.push_back(arg.weak ? 'w' : 's');
+      key.add_char(static_cast<char>(call.numbers[arg.slot].dtype));
+      key.add_char(arg.weak ? 'w' : 's');
       break;
     case Kind::NumberList:
-      append_int(key, static_cast<int64_t>(arg.slots.size()));
-      for (int32_t slot : arg.slots) key.push_back(static_cast<char>(call.numbers[slot].dtype));
+      key.add_int(static_cast<int64_t>(arg.slots.size()));
+      for (int32_t slot : arg.slots) key.add_char(static_cast<char>(call.numbers[slot].dtype));
       break;
     case Kind::Int:
-      append_int(key, arg.i);
+      key.add_int(arg.i);
       break;
     case Kind::IntList:
       if (list_values) {
-        append_dims(key, arg.ints);
+        key.add_dims(arg.ints);
       } else {
-        append_int(key, static_cast<int64_t>(arg.ints.size()));
+        key.add_int(static_cast<int64_t>(arg.ints.size()));
       }
       break;
     case Kind::DoubleList:
-      append_int(key, static_cast<int64_t>(arg.doubles.size()));
-      key.append(reinterpret_cast<const char*>(arg.doubles.data()), arg.doubles.size() * sizeof(double));
+      key.add_int(static_cast<int64_t>(arg.doubles.size()));
+      key.add(arg.doubles.data(), arg.doubles.size() * sizeof(double));
       break;
     case Kind::Bool:
-      key.push_back(arg.b ? '1' : '0');
+      key.add_char(arg.b ? '1' : '0');
       break;
     case Kind::String:
-      key += arg.s;
-      key.push_back('\0');
+      key.add_text(arg.s);
+      key.add_char('\0');
       break;
     case Kind::ScalarType:
-      key.push_back(static_cast<char>(arg.dtype));
+      key.add_char(static_cast<char>(arg.dtype));
       break;
     default:  // tensors: the caller's business
       break;
@@ -241,50 +197,51 @@ namespace {
 void append_call_key_tracking(std::string& key, const OpCall& call, StorageSet& storages,
                               std::vector<int64_t>& offsets, PaddedWrites* writes) {
   using Kind = lowering::Arg::Kind;
+  KeyBytes bytes(key);
   ViewCursor cursor{call.padded ? call.padding.get() : nullptr, 0, writes};
-  if (cursor.plan) key.push_back('P');
-  key += call.name;
-  key += '.';
-  key += call.overload;
-  key.push_back('\0');
+  if (cursor.plan) bytes.add_char('P');
+  bytes.add_text(call.name);
+  bytes.add_char('.');
+  bytes.add_text(call.overload);
+  bytes.add_char('\0');
   for (const auto& arg : call.args) {
-    key.push_back(static_cast<char>(arg.kind));
+    bytes.add_char(static_cast<char>(arg.kind));
     switch (arg.kind) {
       case Kind::Tensor:
-        append_view(key, storages, call.inputs[arg.slot], offsets, cursor);
+        append_view(bytes, storages, call.inputs[arg.slot], offsets, cursor);
         break;
       case Kind::TensorList:
-        append_int(key, static_cast<int64_t>(arg.slots.size()));
+        bytes.add_int(static_cast<int64_t>(arg.slots.size()));
         for (int32_t slot : arg.slots) {
           if (slot < 0) {
-            key.push_back('n');
+            bytes.add_char('n');
           } else {
-            append_view(key, storages, call.inputs[slot], offsets, cursor);
+            append_view(bytes, storages, call.inputs[slot], offsets, cursor);
           }
         }
         break;
       default:
-        append_static_argument(key, arg, call, /*list_values=*/true);
+        append_static_argument(bytes, arg, call, /*list_values=*/true);
         break;
     }
   }
-  key.push_back('|');
+  bytes.add_char('|');
   for (size_t i = 0; i < call.outputs.size(); ++i) {
-    key.push_back(static_cast<char>(call.outputs[i].dtype));
-    append_dims(key, cursor.plan ? cursor.plan->output_dims[i] : call.outputs[i].dims);
+    bytes.add_char(static_cast<char>(call.outputs[i].dtype));
+    bytes.add_dims(cursor.plan ? cursor.plan->output_dims[i] : call.outputs[i].dims);
     if (i < call.destinations.size() && call.destinations[i].storage) {
       size_t index = cursor.next;
       cursor.destination = true;
-      append_view(key, storages, call.destinations[i], offsets, cursor);
+      append_view(bytes, storages, call.destinations[i], offsets, cursor);
       if (writes) {
         bool placed = cursor.plan && cursor.plan->view_placed[index];
         writes->wrote(call.destinations[i], placed ? &cursor.plan->view_sizes[index] : nullptr);
       }
     } else {
-      key.push_back('x');
+      bytes.add_char('x');
     }
   }
-  key.push_back(';');
+  bytes.add_char(';');
 }
 
 }  // namespace

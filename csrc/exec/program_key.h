@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "exec/executor.h"
+#include "exec/key_bytes.h"
 
 namespace tpu::exec {
 
@@ -60,7 +61,7 @@ void append_padded_call_key(std::string& key, const OpCall& call, StorageSet& st
 // Appends what an argument other than a tensor contributes to a key: its value, except for a
 // Number (a runtime value: only its dtype) and, unless `list_values`, an IntList (only its length:
 // an op's history of sizes, exec/padding.cpp, must not tell sizes given as a list apart).
-void append_static_argument(std::string& key, const lowering::Arg& arg, const OpCall& call, bool list_values);
+void append_static_argument(KeyBytes& key, const lowering::Arg& arg, const OpCall& call, bool list_values);
 
 // A hash of the call's structure that does not depend on where its storages sit in a program:
 // the same op on the same shapes in two iterations of a loop has the same signature. Bucketed:

@@ -268,8 +268,9 @@ TEST(static_arguments_and_storage_sets) {
   exec::OpCall call = add_call();
   auto part = [&](const Arg& arg, bool list_values) {
     std::string key;
-    exec::append_static_argument(key, arg, call, list_values);
-    return key;
+    exec::KeyBytes bytes(key);
+    exec::append_static_argument(bytes, arg, call, list_values);
+    return bytes.flushed();
   };
   Arg list = call.args[4], other = call.args[4], longer = call.args[4];
   other.ints = {7, 9};
@@ -280,9 +281,12 @@ TEST(static_arguments_and_storage_sets) {
   exec::OpCall other_value = add_call();
   other_value.numbers[0].f = -1;
   std::string a, b;
-  exec::append_static_argument(a, call.args[2], call, true);
-  exec::append_static_argument(b, other_value.args[2], other_value, true);
-  EXPECT(a == b);
+  {
+    exec::KeyBytes a_bytes(a), b_bytes(b);
+    exec::append_static_argument(a_bytes, call.args[2], call, true);
+    exec::append_static_argument(b_bytes, other_value.args[2], other_value, true);
+  }
+  EXPECT(!a.empty() && a == b);
 
   auto s0 = storage_of(1), s1 = storage_of(1), s2 = storage_of(1);
   exec::StorageSet set;
