@@ -22,6 +22,7 @@
 #include "cache/program_cache.h"
 #include "exec/device_trace.h"
 #include "exec/padding.h"
+#include "python/python_frames.h"
 
 namespace py = pybind11;
 
@@ -54,11 +55,13 @@ struct CodeFacts {
   std::string file;
 };
 constexpr size_t kMaxCodes = 1 << 16;
-std::unordered_map<const PyCodeObject*, CodeFacts>& code_facts() {  // under the GIL
+// Written under both the GIL and the mutex; read under either (the formatter and the capture
+// without the GIL take the mutex).
+std::unordered_map<const PyCodeObject*, CodeFacts>& code_facts() {
   static auto* facts = new std::unordered_map<const PyCodeObject*, CodeFacts>();
   return *facts;
 }
-std::mutex g_code_facts_mutex;  // the formatter reads the table without the GIL
+std::mutex g_code_facts_mutex;
 
 const CodeFacts* facts_of(PyCodeObject* code) {
   auto& facts = code_facts();
@@ -82,8 +85,30 @@ int line_of(PyCodeObject*, int line) { return line; }
 #endif
 
 // The innermost frame outside torch and torch_tpu, as its code object and instruction.
+// From the frames read without the GIL: done when every frame up to the user's has its facts
+// already (false: a code object met for the first time, or more frames than were read).
+bool located_without_gil(tpu::exec::SourceLocation& where) {
+  constexpr int kFrames = 16;
+  PyCodeObject* codes[kFrames];
+  int instructions[kFrames];
+  int n = tpu::python::frames_without_gil(codes, instructions, kFrames);
+  if (n < 0) return false;
+  std::lock_guard<std::mutex> lock(g_code_facts_mutex);
+  for (int i = 0; i < n; ++i) {
+    auto it = code_facts().find(codes[i]);
+    if (it == code_facts().end()) return false;
+    if (!it->second.internal) {
+      where = {codes[i], instructions[i]};
+      return true;
+    }
+  }
+  return n < kFrames;  // every frame is torch's or ours: no user line, as the public walk finds
+}
+
 tpu::exec::SourceLocation capture_python_location() {
   if (!Py_IsInitialized()) return {};
+  tpu::exec::SourceLocation known;
+  if (located_without_gil(known)) return known;
   PyGILState_STATE gil = PyGILState_Ensure();
   tpu::exec::SourceLocation where;
   PyFrameObject* frame = PyEval_GetFrame();
