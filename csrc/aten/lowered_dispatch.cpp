@@ -264,28 +264,23 @@ class CallBuilder {
  private:
   void append_meta_key(exec::KeyBytes& key, const Arg& arg, long out_index) {
     key.add_char(static_cast<char>(arg.kind));
-    auto append_int = [&](int64_t v) { key.add_int(v); };
     auto append_layout = [&](const exec::TensorView& v) {
       key.add_char(static_cast<char>(v.dtype));
-      append_int(static_cast<int64_t>(v.layout.sizes.size()));
-      for (int64_t d : v.layout.sizes) append_int(d);
-      for (int64_t d : v.layout.strides) append_int(d);
+      key.add_dims(v.layout.sizes);
+      for (int64_t d : v.layout.strides) key.add_int(d);
     };
     switch (arg.kind) {
       case Arg::Kind::Tensor: append_layout(call_.inputs[arg.slot]); break;
       case Arg::Kind::TensorList:
-        append_int(static_cast<int64_t>(arg.slots.size()));
+        key.add_int(static_cast<int64_t>(arg.slots.size()));
         for (int32_t slot : arg.slots) {
           if (slot < 0) key.add_char('n'); else append_layout(call_.inputs[slot]);
         }
         break;
       case Arg::Kind::Number: key.add_char(static_cast<char>(call_.numbers[arg.slot].dtype)); break;
       case Arg::Kind::NumberList: throw NotLowerable{};  // made by the foreach kernels only
-      case Arg::Kind::Int: append_int(arg.i); break;
-      case Arg::Kind::IntList:
-        append_int(static_cast<int64_t>(arg.ints.size()));
-        for (int64_t v : arg.ints) append_int(v);
-        break;
+      case Arg::Kind::Int: key.add_int(arg.i); break;
+      case Arg::Kind::IntList: key.add_dims(arg.ints); break;
       case Arg::Kind::DoubleList:
         key.add(arg.doubles.data(), arg.doubles.size() * sizeof(double));
         break;

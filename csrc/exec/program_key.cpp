@@ -1,7 +1,4 @@
 #include "exec/program_key.h"
-
-#include <cstring>
-
 #include "exec/storage_state.h"
 
 #include "cache/stable_hash.h"

@@ -84,7 +84,6 @@ int instruction_of(PyFrameObject* frame) { return PyFrame_GetLineNumber(frame); 
 int line_of(PyCodeObject*, int line) { return line; }
 #endif
 
-// The innermost frame outside torch and torch_tpu, as its code object and instruction.
 // From the frames read without the GIL: done when every frame up to the user's has its facts
 // already (false: a code object met for the first time, or more frames than were read).
 bool located_without_gil(tpu::exec::SourceLocation& where) {
@@ -105,6 +104,7 @@ bool located_without_gil(tpu::exec::SourceLocation& where) {
   return n < kFrames;  // every frame is torch's or ours: no user line, as the public walk finds
 }
 
+// The innermost frame outside torch and torch_tpu, as its code object and instruction.
 tpu::exec::SourceLocation capture_python_location() {
   if (!Py_IsInitialized()) return {};
   tpu::exec::SourceLocation known;

@@ -2,19 +2,20 @@
 // the layout of the version compiled against is read, and only where it is known.
 #include <patchlevel.h>
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#define TPU_FRAME_LAYOUT_KNOWN 1
 #define Py_BUILD_CORE 1
 #endif
 #include <Python.h>
 
 #include "python/python_frames.h"
 
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#ifdef TPU_FRAME_LAYOUT_KNOWN
 #include <internal/pycore_frame.h>
 #endif
 
 namespace tpu::python {
 
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#ifdef TPU_FRAME_LAYOUT_KNOWN
 int frames_without_gil(PyCodeObject** codes, int* instructions, int max) {
   // The thread's state is kept per thread by the runtime and is readable without the GIL; a
   // thread that never ran Python has none, and then no frames.
